@@ -1,0 +1,113 @@
+//! The first instructions. They run in KVM's emulator (~1 µs each) until
+//! the native-mode opt-in, so this path is short and avoids every
+//! instruction the emulator refuses (PLATFORM.md): load the GDT, reload CS,
+//! install a #GP gate for the probe, set STAR/LSTAR, probe MSR 0x4b564d11,
+//! opt in with MSR 0x4b564d10, then call `kmain(native)` on the boot stack.
+
+use core::arch::global_asm;
+
+use qlib::layout::PV_PAGE_GPA;
+
+/// Opt-in flags: mode follows events and CR3 bit 12 (bit 0), exceptions
+/// from user mode switch to the kernel PGD (bit 1), `syscall`/`sysretq`
+/// switch PGDs (bit 2), CR2 is stored in the PV page (bit 4).
+pub const OPT_IN_FLAGS: u64 = 0x17;
+
+/// Size of the boot stack, which stays the kernel stack of the first task.
+pub const BOOT_STACK_SIZE: usize = 64 * 1024;
+
+/// The boot and kernel stack.
+#[unsafe(no_mangle)]
+pub static mut BOOT_STACK: [u8; BOOT_STACK_SIZE] = [0; BOOT_STACK_SIZE];
+
+global_asm!(
+    r#"
+.section .text.boot, "ax"
+.global _start
+.code64
+_start:
+    lea rsp, [rip + BOOT_STACK + {stack_size}]
+    lgdt [rip + GDT_PTR]
+    push 0x10
+    lea rax, [rip + 1f]
+    push rax
+    retfq
+1:
+    mov ax, 0x18
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+
+    /* A #GP gate (vector 13) in the boot IDT, for the probe. */
+    lea rax, [rip + boot_gp_handler]
+    lea rdi, [rip + BOOT_IDT + 13 * 16]
+    mov word ptr [rdi], ax
+    mov word ptr [rdi + 2], 0x10
+    mov word ptr [rdi + 4], 0x8e00
+    shr rax, 16
+    mov word ptr [rdi + 6], ax
+    shr rax, 16
+    mov dword ptr [rdi + 8], eax
+    lidt [rip + BOOT_IDT_PTR]
+
+    /* STAR: kernel CS 0x10, user base 0x23 (CS 0x33, SS 0x2b). LSTAR. */
+    mov ecx, 0xC0000081
+    xor eax, eax
+    mov edx, 0x00230010
+    wrmsr
+    mov ecx, 0xC0000082
+    lea rax, [rip + syscall_entry]
+    mov rdx, rax
+    shr rdx, 32
+    wrmsr
+
+    /* Probe: MSR 0x4b564d11 reads "PVM" here; other hypervisors #GP. */
+    xor r15d, r15d
+    mov ecx, 0x4b564d11
+    rdmsr
+    test r15d, r15d
+    jnz 2f
+    cmp eax, 0x4d5650
+    jne 2f
+    mov ecx, 0x4b564d10
+    mov eax, {pv_page} + {opt_in}
+    xor edx, edx
+    wrmsr
+    mov edi, 1
+    jmp 3f
+2:
+    xor edi, edi
+3:
+    call kmain
+4:
+    hlt
+    jmp 4b
+
+/* #GP during the probe: note it and skip the 2-byte rdmsr. */
+boot_gp_handler:
+    mov r15d, 1
+    add qword ptr [rsp + 8], 2
+    add rsp, 8
+    iretq
+
+.section .rodata
+.align 16
+GDT_PTR:
+    .word GDT_END - GDT - 1
+    .quad GDT
+BOOT_IDT_PTR:
+    .word 14 * 16 - 1
+    .quad BOOT_IDT
+
+.section .bss
+.align 16
+BOOT_IDT:
+    .zero 14 * 16
+"#,
+    stack_size = const BOOT_STACK_SIZE,
+    pv_page = const PV_PAGE_GPA,
+    opt_in = const OPT_IN_FLAGS,
+);

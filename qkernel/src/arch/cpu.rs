@@ -1,0 +1,122 @@
+//! Descriptor tables: GDT (Linux layout, PLATFORM.md), TSS and IDT. They
+//! live in `.cpu_entry.*` pages, which every user PGD also maps read-only,
+//! because the hypervisor reads them while the user PGD is live.
+
+use core::arch::{asm, global_asm};
+use core::ptr::addr_of_mut;
+
+use super::entry::EXCEPTION_STUBS;
+
+/// Selectors.
+pub const KERNEL_CS: u16 = 0x10;
+pub const USER_CS: u16 = 0x33;
+pub const USER_SS: u16 = 0x2b;
+const TSS_SELECTOR: u16 = 0x40;
+/// Double faults run on IST 1.
+const DF_IST: u8 = 1;
+
+global_asm!(
+    r#"
+.section .cpu_entry.data, "aw"
+.align 16
+.global GDT
+.global GDT_END
+GDT:
+    .quad 0
+    .quad 0x00cf9b000000ffff  /* 0x08 kernel CS32 (unused) */
+    .quad 0x00af9b000000ffff  /* 0x10 kernel CS64 */
+    .quad 0x00cf93000000ffff  /* 0x18 kernel DS */
+    .quad 0x00cffb000000ffff  /* 0x20 user CS32 (0x23) */
+    .quad 0x00cff3000000ffff  /* 0x28 user DS (0x2b) */
+    .quad 0x00affb000000ffff  /* 0x30 user CS64 (0x33) */
+    .quad 0
+    .quad 0, 0                /* 0x40 TSS, filled by init() */
+GDT_END:
+"#
+);
+
+unsafe extern "C" {
+    static mut GDT: [u64; 10];
+}
+
+/// The 64-bit TSS: 104 bytes, only RSP0 and IST1 used.
+#[repr(C, packed(4))]
+struct Tss {
+    _reserved0: u32,
+    rsp: [u64; 3],
+    _reserved1: u64,
+    ist: [u64; 7],
+    _reserved2: u64,
+    _reserved3: u16,
+    iomap_base: u16,
+}
+const _: () = assert!(core::mem::size_of::<Tss>() == 104);
+
+#[unsafe(link_section = ".cpu_entry.data")]
+static mut TSS: Tss = Tss {
+    _reserved0: 0,
+    rsp: [0; 3],
+    _reserved1: 0,
+    ist: [0; 7],
+    _reserved2: 0,
+    _reserved3: 0,
+    // No I/O bitmap: user-mode port I/O faults.
+    iomap_base: 104,
+};
+
+#[repr(C, align(4096))]
+struct Idt([u64; 512]);
+
+#[unsafe(link_section = ".cpu_entry.idt")]
+static mut IDT: Idt = Idt([0; 512]);
+
+const DF_STACK_SIZE: usize = 16 * 1024;
+static mut DF_STACK: [u8; DF_STACK_SIZE] = [0; DF_STACK_SIZE];
+
+#[repr(C, packed)]
+struct DescriptorPtr {
+    limit: u16,
+    base: u64,
+}
+
+/// Installs the TSS and the full IDT. `kernel_stack_top` receives
+/// exceptions from user mode (TSS.RSP0); it must be an upper-half address.
+pub fn init(kernel_stack_top: u64) {
+    // SAFETY: runs once at boot on the only vCPU, before anything else
+    // reads these tables; the raw pointers come from statics.
+    unsafe {
+        let tss = addr_of_mut!(TSS);
+        (*tss).rsp[0] = kernel_stack_top;
+        (*tss).ist[usize::from(DF_IST) - 1] = addr_of_mut!(DF_STACK) as u64 + DF_STACK_SIZE as u64;
+        let base = tss as u64;
+        let limit = (core::mem::size_of::<Tss>() - 1) as u64;
+        let low = (limit & 0xffff)
+            | ((base & 0xff_ffff) << 16)
+            | (0x89 << 40) // present, 64-bit available TSS
+            | (((limit >> 16) & 0xf) << 48)
+            | (((base >> 24) & 0xff) << 56);
+        let gdt = addr_of_mut!(GDT);
+        (*gdt)[8] = low;
+        (*gdt)[9] = base >> 32;
+        asm!("ltr {0:x}", in(reg) TSS_SELECTOR, options(nostack, preserves_flags));
+
+        let idt = addr_of_mut!(IDT);
+        for (vector, &stub) in EXCEPTION_STUBS.iter().enumerate() {
+            // Breakpoint and overflow may be raised from user mode (int3).
+            let dpl: u64 = if vector == 3 || vector == 4 { 3 } else { 0 };
+            let ist: u64 = if vector == 8 { u64::from(DF_IST) } else { 0 };
+            let low = (stub & 0xffff)
+                | (u64::from(KERNEL_CS) << 16)
+                | (ist << 32)
+                | ((0x8e | (dpl << 5)) << 40)
+                | (((stub >> 16) & 0xffff) << 48);
+            (*idt).0[vector * 2] = low;
+            (*idt).0[vector * 2 + 1] = stub >> 32;
+        }
+        let ptr = DescriptorPtr {
+            limit: (256 * 16 - 1) as u16,
+            base: idt as u64,
+        };
+        asm!("lidt [{0}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
+    }
+}

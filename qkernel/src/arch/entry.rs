@@ -1,0 +1,291 @@
+//! Kernel entry and exit: the `syscall` entry at LSTAR, the exception stubs,
+//! and the two ways back to user mode.
+//!
+//! Both entries build a [`TrapFrame`] on the kernel stack. Back to user:
+//! - `sysretq` after a syscall (one trap; the hypervisor switches CR3 back
+//!   to the user PGD, opt-in bit 2);
+//! - otherwise through the trampoline in `.cpu_entry.text`, a page the user
+//!   PGD maps too: `mov cr3, user_pgd` then `iretq` from a small trampoline
+//!   stack in `.cpu_entry.data` that the user PGD maps read-only.
+//!
+//! One vCPU so far: the per-CPU values are plain statics.
+
+use core::arch::global_asm;
+
+/// Registers of the interrupted user context, as the entry code saves them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrapFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    /// Exception vector, or `u64::MAX` for a syscall.
+    pub vector: u64,
+    pub error: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+/// The frame the trampoline pops: user CR3, rax, then an `iretq` frame.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrampFrame {
+    pub cr3: u64,
+    pub rax: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+/// Top of the current task's kernel stack, loaded at `syscall` entry.
+#[unsafe(no_mangle)]
+pub static mut KERNEL_STACK_TOP: u64 = 0;
+/// The user RSP while the syscall entry switches stacks.
+#[unsafe(no_mangle)]
+static mut SCRATCH_USER_RSP: u64 = 0;
+
+/// The trampoline frame, at the top of the `.cpu_entry.data` page.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".cpu_entry.data")]
+pub static mut TRAMP_FRAME: TrampFrame = TrampFrame {
+    cr3: 0,
+    rax: 0,
+    rip: 0,
+    cs: 0,
+    rflags: 0,
+    rsp: 0,
+    ss: 0,
+};
+
+unsafe extern "C" {
+    /// The 32 exception stubs, in vector order.
+    pub static EXCEPTION_STUBS: [u64; 32];
+    fn return_via_iret(frame: *const TrapFrame) -> !;
+}
+
+/// Leaves the kernel for user mode with the registers in `frame`, through
+/// the trampoline.
+///
+/// # Safety
+/// `frame` must hold a valid user context (user CS/SS, canonical RIP) and
+/// [`TRAMP_FRAME`] must have been prepared for it by `prepare_iret`.
+pub unsafe fn enter_user(frame: &TrapFrame) -> ! {
+    // SAFETY: the caller guarantees the frame and the trampoline frame are
+    // prepared; the asm never returns.
+    unsafe { return_via_iret(frame) }
+}
+
+global_asm!(
+    r#"
+.section .text
+.global syscall_entry
+syscall_entry:
+    mov [rip + SCRATCH_USER_RSP], rsp
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    push 0x2b
+    push qword ptr [rip + SCRATCH_USER_RSP]
+    push r11
+    push 0x33
+    push rcx
+    push 0
+    push -1
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    cld
+    mov rdi, rsp
+    call syscall_handler
+    test rax, rax
+    jnz 1f
+    /* sysretq: rcx = rip, r11 = rflags. */
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    mov rcx, [rsp + 16]
+    mov r11, [rsp + 32]
+    mov rsp, [rsp + 40]
+    sysretq
+1:
+    mov rdi, rsp
+    jmp return_via_iret
+
+exception_common:
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    cld
+    mov rdi, rsp
+    call exception_handler
+    test rax, rax
+    jnz 1f
+    /* Back to kernel mode: a plain iretq. */
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    add rsp, 16
+    iretq
+1:
+    mov rdi, rsp
+    jmp return_via_iret
+
+/* rdi = &TrapFrame; TRAMP_FRAME already holds cr3, rax and the iret frame. */
+.global return_via_iret
+return_via_iret:
+    mov rsp, rdi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    lea rsp, [rip + TRAMP_FRAME]
+    jmp tramp_iret
+
+.section .cpu_entry.text, "ax"
+tramp_iret:
+    pop rax
+    mov cr3, rax
+    pop rax
+    iretq
+
+.macro EXC_NOERR n
+exc_stub_\n:
+    push 0
+    push \n
+    jmp exception_common
+.endm
+.macro EXC_ERR n
+exc_stub_\n:
+    push \n
+    jmp exception_common
+.endm
+
+.section .text
+EXC_NOERR 0
+EXC_NOERR 1
+EXC_NOERR 2
+EXC_NOERR 3
+EXC_NOERR 4
+EXC_NOERR 5
+EXC_NOERR 6
+EXC_NOERR 7
+EXC_ERR 8
+EXC_NOERR 9
+EXC_ERR 10
+EXC_ERR 11
+EXC_ERR 12
+EXC_ERR 13
+EXC_ERR 14
+EXC_NOERR 15
+EXC_NOERR 16
+EXC_ERR 17
+EXC_NOERR 18
+EXC_NOERR 19
+EXC_NOERR 20
+EXC_ERR 21
+EXC_NOERR 22
+EXC_NOERR 23
+EXC_NOERR 24
+EXC_NOERR 25
+EXC_NOERR 26
+EXC_NOERR 27
+EXC_NOERR 28
+EXC_ERR 29
+EXC_ERR 30
+EXC_NOERR 31
+
+.section .rodata
+.align 8
+.global EXCEPTION_STUBS
+EXCEPTION_STUBS:
+    .quad exc_stub_0, exc_stub_1, exc_stub_2, exc_stub_3
+    .quad exc_stub_4, exc_stub_5, exc_stub_6, exc_stub_7
+    .quad exc_stub_8, exc_stub_9, exc_stub_10, exc_stub_11
+    .quad exc_stub_12, exc_stub_13, exc_stub_14, exc_stub_15
+    .quad exc_stub_16, exc_stub_17, exc_stub_18, exc_stub_19
+    .quad exc_stub_20, exc_stub_21, exc_stub_22, exc_stub_23
+    .quad exc_stub_24, exc_stub_25, exc_stub_26, exc_stub_27
+    .quad exc_stub_28, exc_stub_29, exc_stub_30, exc_stub_31
+"#
+);
+
+/// Top of the boot stack, which is the kernel stack of the one task.
+pub fn boot_stack_top() -> u64 {
+    let top = core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
+    // SAFETY: one vCPU; set once at boot before any user code runs.
+    unsafe { core::ptr::addr_of_mut!(KERNEL_STACK_TOP).write(top) };
+    top
+}

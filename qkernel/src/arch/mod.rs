@@ -1,0 +1,104 @@
+//! Architecture code: boot, descriptor tables, entry/exit, and the small
+//! platform layer. Unsafe CPU access is gathered here.
+
+pub mod boot;
+pub mod cpu;
+pub mod entry;
+pub mod platform;
+
+use core::arch::asm;
+
+/// Reads the time-stamp counter.
+#[inline]
+pub fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: rdtsc has no side effects and is allowed (native mode).
+    unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// Reads an MSR.
+///
+/// # Safety
+/// The MSR must exist (otherwise #GP).
+pub unsafe fn rdmsr(msr: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: the caller guarantees the MSR exists.
+    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// Writes a 32-bit value to an I/O port: the host-call doorbell.
+///
+/// # Safety
+/// The port's handler must be prepared for the value.
+#[inline]
+pub unsafe fn outl(port: u16, value: u32) {
+    // SAFETY: the caller guarantees the write is meaningful; the VMM reads
+    // guest memory named by it, hence no `nomem`.
+    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags)) };
+}
+
+/// Sets the FS base (user TLS).
+pub fn set_fs_base(base: u64) {
+    // SAFETY: CR4.FSGSBASE is set at boot; the kernel does not use FS.
+    unsafe { asm!("wrfsbase {0}", in(reg) base, options(nostack, preserves_flags)) };
+}
+
+/// Reads the FS base.
+pub fn fs_base() -> u64 {
+    let v: u64;
+    // SAFETY: CR4.FSGSBASE is set at boot.
+    unsafe { asm!("rdfsbase {0}", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Sets the GS base (the kernel does not use GS).
+pub fn set_gs_base(base: u64) {
+    // SAFETY: CR4.FSGSBASE is set at boot; the kernel does not use GS.
+    unsafe { asm!("wrgsbase {0}", in(reg) base, options(nostack, preserves_flags)) };
+}
+
+/// Reads the GS base.
+pub fn gs_base() -> u64 {
+    let v: u64;
+    // SAFETY: CR4.FSGSBASE is set at boot.
+    unsafe { asm!("rdgsbase {0}", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Reads CR3.
+pub fn cr3() -> u64 {
+    let v: u64;
+    // SAFETY: reading CR3 has no side effects.
+    unsafe { asm!("mov {0}, cr3", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Reloads CR3 with its current value: flushes the TLB (batched TLB work
+/// only; ~40 µs here).
+pub fn flush_tlb() {
+    let v = cr3();
+    // SAFETY: writing back the current page-table root changes no mapping.
+    unsafe { asm!("mov cr3, {0}", in(reg) v, options(nostack, preserves_flags)) };
+}
+
+/// A 64-bit random number from RDRAND, if the CPU has it and it succeeds.
+pub fn rdrand() -> Option<u64> {
+    for _ in 0..10 {
+        let v: u64;
+        let ok: u8;
+        // SAFETY: only called when CPUID reported RDRAND (see random.rs).
+        unsafe { asm!("rdrand {0}", "setc {1}", out(reg) v, out(reg_byte) ok, options(nomem, nostack)) };
+        if ok != 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// CPUID leaf `leaf`, subleaf 0: (eax, ebx, ecx, edx).
+pub fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
+    let r = core::arch::x86_64::__cpuid_count(leaf, 0);
+    (r.eax, r.ebx, r.ecx, r.edx)
+}

@@ -1,0 +1,59 @@
+//! Host calls (`qlib::abi`): a record in kernel memory and a doorbell.
+//! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
+
+use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec};
+use spin::Mutex;
+
+use crate::arch;
+use crate::mm::kva_to_gpa;
+
+static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
+    call: 0,
+    args: [0; 6],
+    ret: 0,
+});
+
+/// Makes a host call; returns the VMM's result (>= 0 or `-errno`).
+pub fn call(c: Call, args: [u64; 6]) -> i64 {
+    let mut rec = RECORD.lock();
+    rec.call = c as u64;
+    rec.args = args;
+    rec.ret = 0;
+    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
+    // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
+    // and writes `ret` before the vCPU resumes, while we hold the lock.
+    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    // SAFETY: `ret` was written by the VMM behind the compiler's back.
+    unsafe { core::ptr::read_volatile(&rec.ret) }
+}
+
+/// Passes a kernel buffer (in the kernel image or the direct map).
+pub fn buf(bytes: &[u8]) -> (u64, u64) {
+    (kva_to_gpa(bytes.as_ptr() as u64), bytes.len() as u64)
+}
+
+/// Passes an iovec array that lives in kernel memory.
+pub fn iovecs(v: &[IoVec]) -> (u64, u64) {
+    (kva_to_gpa(v.as_ptr() as u64), v.len() as u64)
+}
+
+/// Ends the sandbox with `status`.
+pub fn exit(status: i32) -> ! {
+    call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
+    unreachable_halt()
+}
+
+/// A fatal boot error: reported to the VMM, which stops the sandbox.
+pub fn boot_error(msg: &str) -> ! {
+    let (gpa, len) = buf(msg.as_bytes());
+    call(Call::BootError, [0, gpa, len, 0, 0, 0]);
+    unreachable_halt()
+}
+
+/// Stops the vCPU for good if the VMM ever resumes after a final call.
+pub fn unreachable_halt() -> ! {
+    loop {
+        // SAFETY: hlt only waits; the VMM treats it as a guest error.
+        unsafe { core::arch::asm!("hlt", options(nomem, nostack)) };
+    }
+}

@@ -1,0 +1,174 @@
+//! `qkernel`: the guest kernel. It runs unmodified static Linux x86-64
+//! programs inside a `qvisor` sandbox, in the hypervisor's native mode.
+//!
+//! Boot: `arch::boot` (emulated until the opt-in) calls [`kmain`], which
+//! sets up descriptor tables, the heap, clocks and the user page allocator,
+//! loads the program from the boot data and enters user mode. From then on
+//! the kernel runs only in [`syscall_handler`] and [`exception_handler`].
+//!
+//! Host builds of this crate are an empty stub, so that `cargo` commands
+//! over the whole workspace work; the kernel is built for
+//! `x86_64-unknown-none` by `qvisor`'s build script.
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+#[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
+mod arch;
+#[cfg(target_os = "none")]
+mod errno;
+#[cfg(target_os = "none")]
+mod hostcall;
+#[cfg(target_os = "none")]
+mod klog;
+#[cfg(target_os = "none")]
+mod loader;
+#[cfg(target_os = "none")]
+mod mm;
+#[cfg(target_os = "none")]
+mod process;
+#[cfg(target_os = "none")]
+mod random;
+#[cfg(target_os = "none")]
+mod syscalls;
+#[cfg(target_os = "none")]
+mod time;
+#[cfg(target_os = "none")]
+mod trap;
+
+#[cfg(target_os = "none")]
+pub use kernel::*;
+
+#[cfg(target_os = "none")]
+mod kernel {
+    use alloc::vec::Vec;
+
+    use qlib::abi::{BOOT_MAGIC, BootInfo};
+    use qlib::layout::{BOOT_INFO_GPA, KERNEL_BASE};
+
+    use crate::arch::{self, entry::TrapFrame, platform};
+    use crate::loader::{self, Exec, LoadError};
+    use crate::mm::{self, addr_space::AddrSpace, gpa_to_kva, kva_to_gpa};
+    use crate::process::{self, PROCESS, Process};
+    use crate::{hostcall, klog, random, time, trap};
+
+    static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
+
+    /// The boot information the VMM wrote.
+    pub fn boot_info() -> &'static BootInfo {
+        BOOT_INFO.get().expect("read at boot")
+    }
+
+    unsafe extern "C" {
+        static __kernel_end: u8;
+    }
+
+    fn boot_slice(v: qlib::abi::IoVec) -> &'static [u8] {
+        // SAFETY: the VMM placed the boot data inside guest RAM (checked
+        // against mem_size by the caller); the direct map covers it and
+        // nothing writes it while the kernel reads it.
+        unsafe { core::slice::from_raw_parts(gpa_to_kva(v.gpa) as *const u8, v.len as usize) }
+    }
+
+    fn split_strings(bytes: &[u8], count: u64) -> Vec<&[u8]> {
+        bytes
+            .split(|&b| b == 0)
+            .take(count as usize)
+            .collect()
+    }
+
+    /// Kernel entry after the native-mode opt-in; `native` is the probe
+    /// result.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn kmain(native: u64) -> ! {
+        let platform = match platform::detect(native) {
+            Ok(p) => p,
+            Err(msg) => hostcall::boot_error(msg),
+        };
+        // SAFETY: the VMM wrote BootInfo at this reserved GPA before boot.
+        let info = unsafe { ((gpa_to_kva(BOOT_INFO_GPA)) as *const BootInfo).read_volatile() };
+        if info.magic != BOOT_MAGIC {
+            hostcall::boot_error("boot information missing or corrupt");
+        }
+        let info = BOOT_INFO.call_once(|| info);
+        trap::set_platform(platform);
+        let stack_top = arch::entry::boot_stack_top();
+        arch::cpu::init(stack_top);
+        mm::heap::init();
+        klog::init(info.log_level);
+        if let Err(msg) = time::init(platform) {
+            hostcall::boot_error(msg);
+        }
+        random::init(info.seed);
+        debug_assert!(crate::syscalls::table_is_sorted());
+
+        // User pages: RAM between the kernel image and the boot data.
+        // A linker symbol; only its address is used.
+        let kernel_end = kva_to_gpa(&raw const __kernel_end as u64);
+        let boot_end = info.boot_data_gpa;
+        if boot_end > info.mem_size || info.program.gpa + info.program.len > info.mem_size {
+            hostcall::boot_error("boot data outside guest RAM");
+        }
+        mm::frames::init(kernel_end, boot_end);
+        mm::pagetable::init_entry_map();
+        log::debug!(
+            "qkernel up: {} MiB RAM, kernel image {:#x}..{:#x}",
+            info.mem_size >> 20,
+            KERNEL_BASE,
+            KERNEL_BASE + kernel_end
+        );
+
+        let argv = split_strings(boot_slice(info.argv), info.argc);
+        let envp = split_strings(boot_slice(info.envp), info.envc);
+        let execfn = boot_slice(info.execfn);
+        let execfn = &execfn[..execfn.len().saturating_sub(1)];
+        let mut random = [0u8; 16];
+        random::fill(&mut random);
+        let mut mm = AddrSpace::new();
+        let exec = Exec {
+            image: boot_slice(info.program),
+            argv: &argv,
+            envp: &envp,
+            execfn,
+            ids: info.ids,
+            random,
+        };
+        let entry = match loader::load(&mut mm, &exec) {
+            Ok(e) => e,
+            Err(LoadError::Elf(e)) => {
+                log::error!("cannot run the program: {e}");
+                hostcall::exit(126)
+            }
+            Err(LoadError::Errno(e)) => {
+                log::error!("cannot load the program: {e:?}");
+                hostcall::exit(126)
+            }
+        };
+        let user_cr3 = mm.pt.user_cr3();
+        let kernel_cr3 = mm.pt.kernel_cr3();
+        *PROCESS.lock() = Some(Process::new(mm, info.ids));
+        trap::set_user_cr3(user_cr3);
+        // Switch the kernel to the process's PGD (same kernel half).
+        // SAFETY: the new kernel PGD maps the kernel exactly as the boot PGD.
+        unsafe { core::arch::asm!("mov cr3, {0}", in(reg) kernel_cr3, options(nostack)) };
+        log::debug!("entering user mode at {:#x}, rsp {:#x}", entry.rip, entry.rsp);
+        let frame = TrapFrame {
+            rip: entry.rip,
+            rsp: entry.rsp,
+            rflags: 0x202,
+            cs: u64::from(arch::cpu::USER_CS),
+            ss: u64::from(arch::cpu::USER_SS),
+            ..TrapFrame::default()
+        };
+        process::prepare_iret(&frame, user_cr3);
+        // SAFETY: the frame is a fresh user context and the trampoline frame
+        // was just prepared for it.
+        unsafe { arch::entry::enter_user(&frame) }
+    }
+
+    #[panic_handler]
+    fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+        klog::report_panic(info)
+    }
+}

@@ -1,0 +1,206 @@
+//! A user address space: page tables, VMAs and the `brk` heap, with the
+//! operations behind `mmap`, `munmap`, `mprotect`, `mremap`, `brk` and
+//! `madvise`. TLB work is batched: one flush per operation that removed or
+//! downgraded present mappings (not-present -> present needs none).
+
+use qlib::pte::{PRESENT, Pte, user_flags};
+
+use super::frames;
+use super::pagetable::PageTables;
+use super::vma::{PROT_EXEC, PROT_WRITE, Vma, VmaKind, VmaSet};
+use crate::arch;
+use crate::errno::Errno;
+
+/// Lowest address `mmap` hands out (`vm.mmap_min_addr`).
+pub const MMAP_MIN: u64 = 0x1_0000;
+/// `mmap` places mappings top-down from here.
+pub const MMAP_TOP: u64 = 0x7fff_0000_0000;
+/// Top of the main thread's stack.
+pub const STACK_TOP: u64 = 0x7fff_ffff_e000;
+/// Size of the main thread's stack (`RLIMIT_STACK`).
+pub const STACK_SIZE: u64 = 8 << 20;
+/// Largest `brk` heap.
+const BRK_MAX: u64 = 1 << 40;
+
+/// A user address space.
+pub struct AddrSpace {
+    /// Page tables.
+    pub pt: PageTables,
+    /// Mapped areas.
+    pub vmas: VmaSet,
+    /// Start of the `brk` heap.
+    pub brk_start: u64,
+    /// Current program break.
+    pub brk: u64,
+}
+
+/// PTE flags for a VMA protection.
+pub fn pte_flags(prot: u32) -> u64 {
+    user_flags(prot & PROT_WRITE != 0, prot & PROT_EXEC != 0)
+}
+
+impl AddrSpace {
+    /// An empty address space.
+    pub fn new() -> Self {
+        Self {
+            pt: PageTables::new(),
+            vmas: VmaSet::default(),
+            brk_start: 0,
+            brk: 0,
+        }
+    }
+
+    /// Adds a VMA over a free range.
+    pub fn add_vma(&mut self, start: u64, end: u64, prot: u32, kind: VmaKind) {
+        self.vmas.insert(Vma {
+            start,
+            end,
+            prot,
+            kind,
+        });
+    }
+
+    /// Maps a fresh zeroed page at every unmapped page of `[start, end)`,
+    /// which must lie in VMAs. Returns `ENOMEM` when out of pages.
+    pub fn populate(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let mut va = start;
+        while va < end {
+            let prot = self.vmas.find(va).map(|v| v.prot).ok_or(Errno::EFAULT)?;
+            let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
+            // SAFETY: `leaf` points into a live page-table page of ours.
+            let pte = Pte(unsafe { *leaf });
+            if !pte.present() && prot != 0 {
+                let page = frames::alloc_zeroed().ok_or(Errno::ENOMEM)?;
+                // SAFETY: as above.
+                unsafe { *leaf = Pte::new(page, pte_flags(prot)).0 };
+            }
+            va += 4096;
+        }
+        Ok(())
+    }
+
+    /// Unmaps and releases every page of `[start, end)`; returns whether a
+    /// present page was removed (so a TLB flush is due).
+    fn release_pages(&mut self, start: u64, end: u64) -> bool {
+        let mut removed = false;
+        let mut va = start;
+        while va < end {
+            match self.pt.leaf(va, false) {
+                Some(leaf) => {
+                    // SAFETY: `leaf` points into a live page-table page.
+                    let pte = Pte(unsafe { *leaf });
+                    if pte.present() {
+                        // SAFETY: as above.
+                        unsafe { *leaf = 0 };
+                        frames::put(pte.addr());
+                        removed = true;
+                    }
+                    va += 4096;
+                }
+                // No table: skip to the next 2 MiB boundary.
+                None => va = (va | 0x1f_ffff) + 1,
+            }
+        }
+        removed
+    }
+
+    /// `munmap`: removes `[start, end)` (page aligned).
+    pub fn unmap(&mut self, start: u64, end: u64) {
+        let pieces = self.vmas.remove_range(start, end);
+        let mut flush = false;
+        for v in pieces {
+            flush |= self.release_pages(v.start, v.end);
+        }
+        if flush {
+            arch::flush_tlb();
+        }
+    }
+
+    /// `madvise(MADV_DONTNEED)`: drops the pages; they read back as zeros.
+    pub fn discard(&mut self, start: u64, end: u64) {
+        if self.release_pages(start, end) {
+            arch::flush_tlb();
+        }
+    }
+
+    /// `mprotect` over a fully mapped range.
+    pub fn protect(&mut self, start: u64, end: u64, prot: u32) -> Result<(), Errno> {
+        if !self.vmas.covers(start, end) {
+            return Err(Errno::ENOMEM);
+        }
+        self.vmas.protect(start, end, prot);
+        let mut flush = false;
+        let mut va = start;
+        while va < end {
+            if let Some(leaf) = self.pt.leaf(va, false) {
+                // SAFETY: `leaf` points into a live page-table page.
+                let pte = Pte(unsafe { *leaf });
+                if pte.present() {
+                    let new = if prot == 0 {
+                        // PROT_NONE: keep the page, make it inaccessible.
+                        frames::put(pte.addr());
+                        0
+                    } else {
+                        Pte::new(pte.addr(), pte_flags(prot)).0
+                    };
+                    // SAFETY: as above.
+                    unsafe { *leaf = new };
+                    flush = true;
+                }
+            }
+            va += 4096;
+        }
+        if flush {
+            arch::flush_tlb();
+        }
+        Ok(())
+    }
+
+    /// Moves the pages of `[old, old + len)` to `new` (both free of
+    /// mappings at `new`), keeping their contents.
+    pub fn move_pages(&mut self, old: u64, new: u64, len: u64) -> Result<(), Errno> {
+        let mut off = 0;
+        while off < len {
+            let pte = self.pt.get(old + off);
+            if pte.present() {
+                let dst = self.pt.leaf(new + off, true).ok_or(Errno::ENOMEM)?;
+                let src = self.pt.leaf(old + off, false).ok_or(Errno::EFAULT)?;
+                // SAFETY: both point into live page-table pages of ours.
+                unsafe {
+                    *dst = pte.0;
+                    *src = 0;
+                }
+            }
+            off += 4096;
+        }
+        arch::flush_tlb();
+        Ok(())
+    }
+
+    /// Sets the program break; returns the new (or unchanged) break.
+    pub fn set_brk(&mut self, want: u64) -> u64 {
+        if want < self.brk_start || want > self.brk_start + BRK_MAX {
+            return self.brk;
+        }
+        let Some(new_end) = super::page_up(want) else {
+            return self.brk;
+        };
+        let old_end = super::page_up(self.brk).unwrap_or(self.brk);
+        if new_end > old_end {
+            if self.vmas.overlaps(old_end, new_end) {
+                return self.brk;
+            }
+            let prot = super::vma::PROT_READ | PROT_WRITE;
+            self.add_vma(old_end, new_end, prot, VmaKind::Heap);
+        } else if new_end < old_end {
+            self.unmap(new_end, old_end);
+        }
+        self.brk = want;
+        self.brk
+    }
+
+    /// Whether the page at `va` is mapped present.
+    pub fn is_present(&mut self, va: u64) -> bool {
+        self.pt.get(va).0 & PRESENT != 0
+    }
+}

@@ -1,0 +1,61 @@
+//! User page faults: demand paging with fault-around. A fault costs
+//! ~8.5 µs here, so one fault maps a whole aligned window of pages of the
+//! VMA (not-present -> present needs no TLB flush).
+
+use qlib::pte::Pte;
+
+use super::addr_space::{AddrSpace, pte_flags};
+use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE};
+
+/// Pages mapped per fault (an aligned window around the faulting page).
+pub const FAULT_AROUND_PAGES: u64 = 16;
+
+/// #PF error-code bits.
+const PF_PRESENT: u64 = 1;
+const PF_WRITE: u64 = 2;
+const PF_FETCH: u64 = 16;
+
+/// Why a fault could not be resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultError {
+    /// No VMA, or the access is not allowed: SIGSEGV.
+    Segv,
+    /// Out of memory: the program is killed (SIGKILL, as the OOM killer).
+    Oom,
+}
+
+/// Whether a VMA with `prot` allows the access described by `error`.
+fn allowed(prot: u32, error: u64) -> bool {
+    if error & PF_WRITE != 0 {
+        prot & PROT_WRITE != 0
+    } else if error & PF_FETCH != 0 {
+        prot & PROT_EXEC != 0
+    } else {
+        prot & (PROT_READ | PROT_WRITE | PROT_EXEC) != 0
+    }
+}
+
+/// Resolves a fault at `addr` with #PF error code `error`.
+pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultError> {
+    let vma = *mm.vmas.find(addr).ok_or(FaultError::Segv)?;
+    if !allowed(vma.prot, error) {
+        return Err(FaultError::Segv);
+    }
+    let page = addr & !0xfff;
+    if error & PF_PRESENT != 0 {
+        // A stale, more restrictive PTE (e.g. after mprotect upgraded the
+        // VMA): refresh it from the VMA.
+        let leaf = mm.pt.leaf(page, false).ok_or(FaultError::Segv)?;
+        // SAFETY: `leaf` points into a live page-table page.
+        unsafe {
+            let pte = Pte(*leaf);
+            *leaf = Pte::new(pte.addr(), pte_flags(vma.prot)).0;
+        }
+        crate::arch::flush_tlb();
+        return Ok(());
+    }
+    let window = FAULT_AROUND_PAGES * 4096;
+    let start = (page & !(window - 1)).max(vma.start);
+    let end = ((page & !(window - 1)) + window).min(vma.end);
+    mm.populate(start, end).map_err(|_| FaultError::Oom)
+}

@@ -1,0 +1,100 @@
+//! User pages: every user page comes from the bitmap page allocator
+//! (`qlib::bitmap_alloc`), whose chunks are 4 MiB pieces of guest RAM seen
+//! through the direct map. Page addresses handed to the rest of the kernel
+//! are guest-physical.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use qlib::bitmap_alloc::{AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource};
+use qlib::layout::DIRECT_MAP;
+use spin::Mutex;
+
+use super::gpa_to_kva;
+
+/// Guest RAM handed out as chunks: a bump range plus a stack of returned
+/// chunks.
+pub struct ChunkPool;
+
+static POOL_NEXT: AtomicU64 = AtomicU64::new(0);
+static POOL_END: AtomicU64 = AtomicU64::new(0);
+/// Chunks given back (guest-physical), reused before the bump range.
+static RETURNED: Mutex<([u64; 512], usize)> = Mutex::new(([0; 512], 0));
+
+// SAFETY: chunks are 4 MiB-aligned pieces of guest RAM between the end of
+// the kernel image and the boot data (set once by `init`), reached through
+// the direct map (readable, writable); each is handed out once until it is
+// returned.
+unsafe impl ChunkSource for ChunkPool {
+    fn alloc_chunk(&mut self) -> Option<usize> {
+        let mut ret = RETURNED.lock();
+        if ret.1 > 0 {
+            ret.1 -= 1;
+            return Some(gpa_to_kva(ret.0[ret.1]) as usize);
+        }
+        let next = POOL_NEXT.load(Ordering::Relaxed);
+        if next + CHUNK_SIZE as u64 > POOL_END.load(Ordering::Relaxed) {
+            return None;
+        }
+        POOL_NEXT.store(next + CHUNK_SIZE as u64, Ordering::Relaxed);
+        Some(gpa_to_kva(next) as usize)
+    }
+
+    fn free_chunk(&mut self, chunk: usize) {
+        let mut ret = RETURNED.lock();
+        let n = ret.1;
+        if n < ret.0.len() {
+            ret.0[n] = chunk as u64 - DIRECT_MAP;
+            ret.1 += 1;
+        }
+    }
+}
+
+static FRAMES: BitmapAllocator<ChunkPool> =
+    BitmapAllocator::with_window_base(ChunkPool, DIRECT_MAP as usize);
+
+/// Gives the allocator the guest-physical range `[start, end)` (rounded
+/// inwards to chunks).
+pub fn init(start: u64, end: u64) {
+    let chunk = CHUNK_SIZE as u64;
+    POOL_NEXT.store(start.next_multiple_of(chunk), Ordering::Relaxed);
+    POOL_END.store(end & !(chunk - 1), Ordering::Relaxed);
+}
+
+/// A zero-filled user page (guest-physical), reference count 1.
+pub fn alloc_zeroed() -> Option<u64> {
+    let va = FRAMES.alloc()?;
+    // SAFETY: the allocator handed us this page exclusively; it lies in the
+    // direct map.
+    unsafe { core::ptr::write_bytes(va as *mut u8, 0, 4096) };
+    Some(va as u64 - DIRECT_MAP)
+}
+
+/// Drops one reference to a user page; the last one frees it.
+pub fn put(gpa: u64) {
+    if let Err(e) = FRAMES.dec_ref(gpa_to_kva(gpa) as usize) {
+        report(gpa, e);
+    }
+}
+
+/// Takes one more reference to a user page.
+#[allow(dead_code, reason = "for sharing and copy-on-write")]
+pub fn get(gpa: u64) {
+    if let Err(e) = FRAMES.inc_ref(gpa_to_kva(gpa) as usize) {
+        report(gpa, e);
+    }
+}
+
+fn report(gpa: u64, e: AllocError) {
+    log::error!("page allocator: {e} (page {gpa:#x})");
+    debug_assert!(false, "page allocator: {e} (page {gpa:#x})");
+}
+
+/// Allocator statistics.
+pub fn stats() -> AllocStats {
+    FRAMES.stats()
+}
+
+/// Calls `f(gpa, len)` for every run of free pages (for reclaim).
+pub fn for_each_free_run(mut f: impl FnMut(u64, u64)) {
+    FRAMES.for_each_free_run(|va, len| f(va as u64 - DIRECT_MAP, len as u64));
+}

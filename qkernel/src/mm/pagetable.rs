@@ -1,0 +1,160 @@
+//! User page tables. Each address space has a PGD pair (PLATFORM.md): the
+//! kernel PGD (8 KiB aligned, CR3 bit 12 clear) maps the kernel and the
+//! user half; the user PGD (kernel PGD + 4 KiB) maps the user half and,
+//! read-only, the `.cpu_entry` pages. Lower-half PML4 entries are written
+//! into both. Page-table pages come from the kernel heap; user pages from
+//! the bitmap allocator.
+
+use alloc::boxed::Box;
+
+use qlib::layout::{BOOT_PGD_GPA, USER_END};
+use qlib::pte::{NO_EXEC, PRESENT, Pte, USER, WRITABLE, indexes};
+
+use super::{gpa_to_kva, kva_to_gpa};
+
+/// One 4 KiB page-table page.
+#[repr(C, align(4096))]
+pub struct Table(pub [u64; 512]);
+
+#[repr(C, align(8192))]
+struct PgdPair([u64; 1024]);
+
+const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER;
+
+fn new_table() -> u64 {
+    let t = Box::leak(Box::new(Table([0; 512])));
+    kva_to_gpa(t as *mut Table as u64)
+}
+
+fn entry(table_gpa: u64, index: usize) -> *mut u64 {
+    (gpa_to_kva(table_gpa) as *mut u64).wrapping_add(index)
+}
+
+/// The page tables of one user address space.
+pub struct PageTables {
+    /// GPA of the kernel PGD; the user PGD follows it.
+    pgd: u64,
+}
+
+/// The user-PGD entry for PML4 slot 511, shared by every address space:
+/// maps the `.cpu_entry` pages (built once by [`init_entry_map`]).
+static ENTRY_MAP: spin::Once<u64> = spin::Once::new();
+
+unsafe extern "C" {
+    static __cpu_entry_text: u8;
+    static __cpu_entry_data: u8;
+    static __cpu_entry_idt: u8;
+}
+
+/// Builds the user-PGD mapping of the `.cpu_entry` pages: the trampoline
+/// code (read, exec) and the GDT/TSS/trampoline stack and IDT (read-only).
+pub fn init_entry_map() {
+    ENTRY_MAP.call_once(|| {
+        let pdpt = new_table();
+        // Addresses of linker symbols, never dereferenced here.
+        let pages = [
+            (&raw const __cpu_entry_text as u64, 0),
+            (&raw const __cpu_entry_data as u64, NO_EXEC),
+            (&raw const __cpu_entry_idt as u64, NO_EXEC),
+        ];
+        for (va, nx) in pages {
+            let [_, i3, i2, i1] = indexes(va);
+            // SAFETY: the tables are fresh heap pages reached through the
+            // direct map; nothing else references them yet.
+            unsafe {
+                let pd = walk_or_create(pdpt, i3);
+                let pt = walk_or_create(pd, i2);
+                *entry(pt, i1) = Pte::new(kva_to_gpa(va), PRESENT | USER | nx).0;
+            }
+        }
+        pdpt | TABLE_FLAGS
+    });
+}
+
+/// # Safety
+/// `table` must be a live page-table page.
+unsafe fn walk_or_create(table: u64, index: usize) -> u64 {
+    let e = entry(table, index);
+    // SAFETY: the caller guarantees `table` is a page-table page.
+    unsafe {
+        let v = Pte(*e);
+        if v.present() {
+            return v.addr();
+        }
+        let t = new_table();
+        *e = t | TABLE_FLAGS;
+        t
+    }
+}
+
+impl PageTables {
+    /// A new address space: kernel half copied from the boot PGD, user
+    /// half empty, the entry pages mapped into the user PGD.
+    pub fn new() -> Self {
+        let pair = Box::leak(Box::new(PgdPair([0; 1024])));
+        let boot = gpa_to_kva(BOOT_PGD_GPA) as *const u64;
+        for i in 256..512 {
+            // SAFETY: the boot PGD is a live page-table page in guest RAM.
+            pair.0[i] = unsafe { *boot.add(i) };
+        }
+        pair.0[512 + 511] = *ENTRY_MAP.get().expect("init_entry_map ran at boot");
+        Self {
+            pgd: kva_to_gpa(pair as *mut PgdPair as u64),
+        }
+    }
+
+    /// CR3 value of the kernel PGD.
+    pub fn kernel_cr3(&self) -> u64 {
+        self.pgd
+    }
+
+    /// CR3 value of the user PGD.
+    pub fn user_cr3(&self) -> u64 {
+        self.pgd + 4096
+    }
+
+    /// A pointer to the leaf entry for `va` (a user address), creating the
+    /// intermediate tables when `create`.
+    pub fn leaf(&mut self, va: u64, create: bool) -> Option<*mut u64> {
+        if va >= USER_END {
+            return None;
+        }
+        let [i4, i3, i2, i1] = indexes(va);
+        let top = entry(self.pgd, i4);
+        // SAFETY: the PGD pair and all tables below it are page-table pages
+        // owned by this address space.
+        unsafe {
+            let mut pdpt = Pte(*top);
+            if !pdpt.present() {
+                if !create {
+                    return None;
+                }
+                let t = new_table();
+                *top = t | TABLE_FLAGS;
+                *entry(self.pgd + 4096, i4) = t | TABLE_FLAGS;
+                pdpt = Pte(*top);
+            }
+            let mut table = pdpt.addr();
+            for index in [i3, i2] {
+                let e = Pte(*entry(table, index));
+                table = if e.present() {
+                    e.addr()
+                } else if create {
+                    walk_or_create(table, index)
+                } else {
+                    return None;
+                };
+            }
+            Some(entry(table, i1))
+        }
+    }
+
+    /// The leaf entry of `va`, if its tables exist.
+    pub fn get(&mut self, va: u64) -> Pte {
+        match self.leaf(va, false) {
+            // SAFETY: `leaf` returns a pointer into a live page-table page.
+            Some(p) => Pte(unsafe { *p }),
+            None => Pte(0),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Virtual memory areas of a user address space: non-overlapping ranges
+//! with a protection, kept in a `BTreeMap` by start address.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// `PROT_READ`.
+pub const PROT_READ: u32 = 1;
+/// `PROT_WRITE`.
+pub const PROT_WRITE: u32 = 2;
+/// `PROT_EXEC`.
+pub const PROT_EXEC: u32 = 4;
+
+/// What a VMA holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmaKind {
+    /// Anonymous memory (`mmap`, program segments' zero fill).
+    Anon,
+    /// The `brk` heap.
+    Heap,
+    /// The main thread's stack.
+    Stack,
+}
+
+/// A mapped range `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vma {
+    /// First address.
+    pub start: u64,
+    /// End (exclusive).
+    pub end: u64,
+    /// `PROT_*` bits.
+    pub prot: u32,
+    /// Kind.
+    pub kind: VmaKind,
+}
+
+/// The VMAs of an address space.
+#[derive(Default)]
+pub struct VmaSet {
+    map: BTreeMap<u64, Vma>,
+}
+
+impl VmaSet {
+    /// The VMA containing `addr`.
+    pub fn find(&self, addr: u64) -> Option<&Vma> {
+        let (_, v) = self.map.range(..=addr).next_back()?;
+        (addr < v.end).then_some(v)
+    }
+
+    /// Whether any VMA overlaps `[start, end)`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.iter_range(start, end).next().is_some()
+    }
+
+    /// VMAs overlapping `[start, end)`, in order.
+    pub fn iter_range(&self, start: u64, end: u64) -> impl Iterator<Item = &Vma> {
+        let first = match self.map.range(..=start).next_back() {
+            Some((&s, v)) if v.end > start => s,
+            _ => start,
+        };
+        self.map
+            .range(first..end)
+            .map(|(_, v)| v)
+            .filter(move |v| v.end > start)
+    }
+
+    /// Whether `[start, end)` is covered without holes.
+    pub fn covers(&self, start: u64, end: u64) -> bool {
+        let mut at = start;
+        for v in self.iter_range(start, end) {
+            if v.start > at {
+                return false;
+            }
+            at = v.end;
+        }
+        at >= end
+    }
+
+    /// Splits the VMA containing `addr` so that a VMA starts at `addr`.
+    pub fn split_at(&mut self, addr: u64) {
+        let Some(v) = self.find(addr).copied() else {
+            return;
+        };
+        if v.start == addr {
+            return;
+        }
+        self.map.insert(v.start, Vma { end: addr, ..v });
+        self.map.insert(addr, Vma { start: addr, ..v });
+    }
+
+    /// Removes `[start, end)` from the set; returns the removed pieces.
+    pub fn remove_range(&mut self, start: u64, end: u64) -> Vec<Vma> {
+        self.split_at(start);
+        self.split_at(end);
+        let keys: Vec<u64> = self.iter_range(start, end).map(|v| v.start).collect();
+        keys.iter().filter_map(|k| self.map.remove(k)).collect()
+    }
+
+    /// Inserts a VMA; the range must be free. Merges with an equal
+    /// neighbour on either side.
+    pub fn insert(&mut self, mut vma: Vma) {
+        if let Some(prev) = self.map.range(..vma.start).next_back().map(|(_, v)| *v)
+            && prev.end == vma.start
+            && prev.prot == vma.prot
+            && prev.kind == vma.kind
+        {
+            self.map.remove(&prev.start);
+            vma.start = prev.start;
+        }
+        if let Some(next) = self.map.get(&vma.end).copied()
+            && next.prot == vma.prot
+            && next.kind == vma.kind
+        {
+            self.map.remove(&next.start);
+            vma.end = next.end;
+        }
+        self.map.insert(vma.start, vma);
+    }
+
+    /// Sets the protection of `[start, end)`, which must be covered.
+    pub fn protect(&mut self, start: u64, end: u64, prot: u32) {
+        for v in self.remove_range(start, end) {
+            self.insert(Vma { prot, ..v });
+        }
+    }
+
+    /// The highest free range of `len` bytes ending at or below `top` and
+    /// starting at or above `bottom`.
+    pub fn find_free(&self, len: u64, bottom: u64, top: u64) -> Option<u64> {
+        let mut hole_end = top;
+        for (_, v) in self.map.range(..top).rev() {
+            if v.end <= hole_end && hole_end - v.end >= len {
+                return Some(hole_end - len).filter(|&s| s >= bottom);
+            }
+            hole_end = hole_end.min(v.start);
+            if hole_end < bottom {
+                return None;
+            }
+        }
+        hole_end
+            .checked_sub(len)
+            .filter(|&s| s >= bottom)
+    }
+}

@@ -1,0 +1,96 @@
+//! The process: its address space, signal dispositions and the bits of
+//! per-process state syscalls record. One process, one thread so far.
+
+use spin::Mutex;
+
+use crate::arch::entry::{TRAMP_FRAME, TrampFrame, TrapFrame};
+use crate::mm::addr_space::AddrSpace;
+
+/// A recorded `struct sigaction` (kernel layout: handler, flags, restorer,
+/// mask). Delivery comes later; `rt_sigaction` round-trips it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SigAction {
+    /// Handler, `SIG_DFL` (0) or `SIG_IGN` (1).
+    pub handler: u64,
+    /// `SA_*` flags.
+    pub flags: u64,
+    /// `sa_restorer`.
+    pub restorer: u64,
+    /// Blocked during the handler.
+    pub mask: u64,
+}
+
+/// Signal state.
+#[derive(Debug, Clone, Copy)]
+pub struct Signals {
+    /// Dispositions, index = signal - 1.
+    pub actions: [SigAction; 64],
+    /// Blocked set.
+    pub mask: u64,
+    /// `sigaltstack`: (sp, flags, size).
+    pub altstack: (u64, i32, u64),
+}
+
+/// The process.
+pub struct Process {
+    /// Address space.
+    pub mm: AddrSpace,
+    /// Signal state.
+    pub signals: Signals,
+    /// `set_tid_address`.
+    pub clear_child_tid: u64,
+    /// `set_robust_list` head.
+    pub robust_list: u64,
+    /// Which of fds 0-2 are still open.
+    pub stdio_open: [bool; 3],
+    /// uid, euid, gid, egid.
+    pub ids: [u32; 4],
+}
+
+/// The one process.
+pub static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
+
+/// Runs `f` on the current process.
+pub fn with<R>(f: impl FnOnce(&mut Process) -> R) -> R {
+    let mut guard = PROCESS.lock();
+    let p = guard.as_mut().expect("a process runs whenever user code does");
+    f(p)
+}
+
+impl Process {
+    /// A process over a loaded address space.
+    pub fn new(mm: AddrSpace, ids: [u32; 4]) -> Self {
+        Self {
+            mm,
+            signals: Signals {
+                actions: [SigAction::default(); 64],
+                mask: 0,
+                altstack: (0, 2, 0), // SS_DISABLE
+            },
+            clear_child_tid: 0,
+            robust_list: 0,
+            stdio_open: [true; 3],
+            ids,
+        }
+    }
+}
+
+/// Flags a user context may hold: CF PF AF ZF SF TF DF OF AC ID; IF is
+/// always set.
+const USER_RFLAGS: u64 = 0x0025_4dd5;
+
+/// Prepares the trampoline frame for returning to `frame` with `iretq`.
+pub fn prepare_iret(frame: &TrapFrame, user_cr3: u64) {
+    let t = TrampFrame {
+        cr3: user_cr3,
+        rax: frame.rax,
+        rip: frame.rip,
+        cs: u64::from(crate::arch::cpu::USER_CS),
+        rflags: (frame.rflags & USER_RFLAGS) | 0x202,
+        rsp: frame.rsp,
+        ss: u64::from(crate::arch::cpu::USER_SS),
+    };
+    // SAFETY: one vCPU; the trampoline frame is only read by the exit path
+    // that runs right after this.
+    unsafe { core::ptr::addr_of_mut!(TRAMP_FRAME).write(t) };
+}

@@ -1,0 +1,176 @@
+//! Memory syscalls: anonymous `mmap`, `munmap`, `mprotect`, `mremap`,
+//! `brk`, `madvise`.
+
+use qlib::layout::USER_END;
+
+use crate::errno::{Errno, SysResult};
+use crate::mm::addr_space::{MMAP_MIN, MMAP_TOP};
+use crate::mm::page_up;
+use crate::mm::vma::VmaKind;
+use crate::process::Process;
+
+const MAP_SHARED: u64 = 0x01;
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_POPULATE: u64 = 0x8000;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const PROT_MASK: u64 = 0x7;
+
+const MREMAP_MAYMOVE: u64 = 1;
+const MREMAP_FIXED: u64 = 2;
+
+/// Checks a user range: page-aligned start, non-empty, inside user space.
+fn range(addr: u64, len: u64) -> Result<(u64, u64), Errno> {
+    if addr & 0xfff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
+    if len == 0 || end > USER_END {
+        return Err(Errno::EINVAL);
+    }
+    Ok((addr, end))
+}
+
+/// `mmap(addr, len, prot, flags, fd, off)`.
+pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (hint, len, prot, flags) = (a[0], a[1], a[2], a[3]);
+    if flags & (MAP_SHARED | MAP_PRIVATE) == 0 || prot & !PROT_MASK != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & MAP_ANONYMOUS == 0 {
+        // File mappings come with the filesystem.
+        return Err(Errno::ENODEV);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let mm = &mut p.mm;
+    let start = if flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 {
+        let (start, end) = range(hint, len)?;
+        if flags & MAP_FIXED_NOREPLACE != 0 && mm.vmas.overlaps(start, end) {
+            return Err(Errno::EEXIST);
+        }
+        mm.unmap(start, end);
+        start
+    } else {
+        let hinted = range(hint & !0xfff, len)
+            .ok()
+            .filter(|&(s, e)| s >= MMAP_MIN && !mm.vmas.overlaps(s, e));
+        match hinted {
+            Some((s, _)) => s,
+            None => mm
+                .vmas
+                .find_free(len, MMAP_MIN.max(mm.brk_start + (1 << 30)), MMAP_TOP)
+                .ok_or(Errno::ENOMEM)?,
+        }
+    };
+    mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
+    if flags & MAP_POPULATE != 0 {
+        mm.populate(start, start + len)?;
+    }
+    Ok(start as usize)
+}
+
+/// `munmap(addr, len)`.
+pub fn munmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (start, end) = range(a[0], a[1])?;
+    p.mm.unmap(start, end);
+    Ok(0)
+}
+
+/// `mprotect(addr, len, prot)`.
+pub fn mprotect(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[2] & !PROT_MASK & !0x0300_0000 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] == 0 && a[0] & 0xfff == 0 {
+        return Ok(0);
+    }
+    let (start, end) = range(a[0], a[1])?;
+    p.mm.protect(start, end, (a[2] & PROT_MASK) as u32)?;
+    Ok(0)
+}
+
+/// `mremap(old, old_len, new_len, flags, new_addr)`.
+pub fn mremap(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (old, old_len, new_len, flags, new_addr) = (a[0], a[1], a[2], a[3], a[4]);
+    if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED) != 0
+        || (flags & MREMAP_FIXED != 0 && flags & MREMAP_MAYMOVE == 0)
+    {
+        return Err(Errno::EINVAL);
+    }
+    let (old, old_end) = range(old, old_len)?;
+    let new_len = page_up(new_len).ok_or(Errno::ENOMEM)?;
+    if new_len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let mm = &mut p.mm;
+    let vma = *mm.vmas.find(old).ok_or(Errno::EFAULT)?;
+    if old_end > vma.end {
+        return Err(Errno::EFAULT);
+    }
+    let old_len = old_end - old;
+    if flags & MREMAP_FIXED == 0 {
+        if new_len <= old_len {
+            mm.unmap(old + new_len, old_end);
+            return Ok(old as usize);
+        }
+        let grow_end = old.checked_add(new_len).ok_or(Errno::ENOMEM)?;
+        if grow_end <= USER_END && !mm.vmas.overlaps(old_end, grow_end) {
+            mm.add_vma(old_end, grow_end, vma.prot, vma.kind);
+            return Ok(old as usize);
+        }
+        if flags & MREMAP_MAYMOVE == 0 {
+            return Err(Errno::ENOMEM);
+        }
+    }
+    let dest = if flags & MREMAP_FIXED != 0 {
+        let (s, e) = range(new_addr, new_len)?;
+        if s < old_end && old < e {
+            return Err(Errno::EINVAL);
+        }
+        mm.unmap(s, e);
+        s
+    } else {
+        mm.vmas
+            .find_free(new_len, MMAP_MIN.max(mm.brk_start + (1 << 30)), MMAP_TOP)
+            .ok_or(Errno::ENOMEM)?
+    };
+    let keep = old_len.min(new_len);
+    mm.add_vma(dest, dest + new_len, vma.prot, vma.kind);
+    mm.move_pages(old, dest, keep)?;
+    mm.unmap(old, old_end);
+    Ok(dest as usize)
+}
+
+/// `brk(addr)`.
+pub fn brk(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    Ok(p.mm.set_brk(a[0]) as usize)
+}
+
+const MADV_FREE: u64 = 8;
+const MADV_DONTNEED: u64 = 4;
+
+/// `madvise(addr, len, advice)`.
+pub fn madvise(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[0] & 0xfff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] == 0 {
+        return Ok(0);
+    }
+    let (start, end) = range(a[0], a[1])?;
+    match a[2] {
+        MADV_DONTNEED | MADV_FREE => {
+            if !p.mm.vmas.covers(start, end) {
+                return Err(Errno::ENOMEM);
+            }
+            p.mm.discard(start, end);
+            Ok(0)
+        }
+        _ => Ok(0),
+    }
+}

@@ -1,0 +1,206 @@
+//! Process syscalls: identity, exit, thread-area, limits, randomness,
+//! affinity and the single-threaded `futex`.
+
+use qlib::abi::Call;
+
+use crate::arch;
+use crate::errno::{Errno, SysResult};
+use crate::hostcall;
+use crate::mm::uaccess;
+use crate::process::Process;
+use crate::random;
+
+/// `exit(status)`: one thread, so the program ends.
+pub fn exit(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    hostcall::exit((a[0] & 0xff) as i32)
+}
+
+/// `exit_group(status)`.
+pub fn exit_group(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    hostcall::exit((a[0] & 0xff) as i32)
+}
+
+/// `getpid()`: the program is pid 1 of its sandbox.
+pub fn getpid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(1)
+}
+
+/// `gettid()`.
+pub fn gettid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(1)
+}
+
+/// `getppid()`.
+pub fn getppid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(0)
+}
+
+/// `getuid()`.
+pub fn getuid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(p.ids[0] as usize)
+}
+
+/// `geteuid()`.
+pub fn geteuid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(p.ids[1] as usize)
+}
+
+/// `getgid()`.
+pub fn getgid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(p.ids[2] as usize)
+}
+
+/// `getegid()`.
+pub fn getegid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(p.ids[3] as usize)
+}
+
+/// `set_tid_address(tidptr)`.
+pub fn set_tid_address(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    p.clear_child_tid = a[0];
+    Ok(1)
+}
+
+/// `set_robust_list(head, len)`.
+pub fn set_robust_list(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[1] != 24 {
+        return Err(Errno::EINVAL);
+    }
+    p.robust_list = a[0];
+    Ok(0)
+}
+
+const ARCH_SET_GS: u64 = 0x1001;
+const ARCH_SET_FS: u64 = 0x1002;
+const ARCH_GET_FS: u64 = 0x1003;
+const ARCH_GET_GS: u64 = 0x1004;
+
+fn canonical_user(addr: u64) -> bool {
+    addr < 0x0000_8000_0000_0000
+}
+
+/// `arch_prctl(code, addr)`.
+pub fn arch_prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    match a[0] {
+        ARCH_SET_FS if canonical_user(a[1]) => arch::set_fs_base(a[1]),
+        ARCH_SET_GS if canonical_user(a[1]) => arch::set_gs_base(a[1]),
+        ARCH_SET_FS | ARCH_SET_GS => return Err(Errno::EPERM),
+        ARCH_GET_FS => uaccess::write(&mut p.mm, a[1], &arch::fs_base())?,
+        ARCH_GET_GS => uaccess::write(&mut p.mm, a[1], &arch::gs_base())?,
+        _ => return Err(Errno::EINVAL),
+    }
+    Ok(0)
+}
+
+/// `uname(buf)`.
+pub fn uname(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let fields: [&[u8]; 6] = [
+        b"Linux",
+        b"qrun",
+        b"6.6.0-qkernel",
+        b"#1 SMP qkernel",
+        b"x86_64",
+        b"(none)",
+    ];
+    let mut buf = [0u8; 65 * 6];
+    for (i, f) in fields.iter().enumerate() {
+        buf[i * 65..i * 65 + f.len()].copy_from_slice(f);
+    }
+    uaccess::copy_out(&mut p.mm, a[0], &buf)?;
+    Ok(0)
+}
+
+const RLIM_INFINITY: u64 = u64::MAX;
+
+/// `prlimit64(pid, resource, new, old)`.
+pub fn prlimit64(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[0] != 0 && a[0] != 1 {
+        return Err(Errno::ESRCH);
+    }
+    let limit: (u64, u64) = match a[1] {
+        3 => (8 << 20, RLIM_INFINITY), // RLIMIT_STACK
+        7 => (1024, 4096),             // RLIMIT_NOFILE
+        4 => (0, RLIM_INFINITY),       // RLIMIT_CORE
+        0..=15 => (RLIM_INFINITY, RLIM_INFINITY),
+        _ => return Err(Errno::EINVAL),
+    };
+    if a[3] != 0 {
+        uaccess::write(&mut p.mm, a[3], &limit.0)?;
+        uaccess::write(&mut p.mm, a[3] + 8, &limit.1)?;
+    }
+    if a[2] != 0 {
+        let soft: u64 = uaccess::read(&mut p.mm, a[2])?;
+        let hard: u64 = uaccess::read(&mut p.mm, a[2] + 8)?;
+        if soft > hard {
+            return Err(Errno::EINVAL);
+        }
+    }
+    Ok(0)
+}
+
+/// `sched_getaffinity(pid, len, mask)`: one vCPU.
+pub fn sched_getaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[1] < 8 || a[1] % 8 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    uaccess::write(&mut p.mm, a[2], &1u64)?;
+    Ok(8)
+}
+
+/// `sched_yield()`.
+pub fn sched_yield(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(0)
+}
+
+/// `getrandom(buf, len, flags)`.
+pub fn getrandom(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[2] & !0x7 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = a[1].min(1 << 25);
+    let mut chunk = [0u8; 256];
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(chunk.len() as u64) as usize;
+        random::fill(&mut chunk[..n]);
+        uaccess::copy_out(&mut p.mm, a[0] + done, &chunk[..n])?;
+        done += n as u64;
+    }
+    Ok(len as usize)
+}
+
+const FUTEX_WAIT: u64 = 0;
+const FUTEX_WAKE: u64 = 1;
+const FUTEX_WAIT_BITSET: u64 = 9;
+const FUTEX_WAKE_BITSET: u64 = 10;
+const FUTEX_CMD_MASK: u64 = 0x7f;
+
+/// `futex(uaddr, op, val, timeout, ...)`: one thread, so nobody can wake a
+/// waiter; a wait with a matching value sleeps out its timeout.
+pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    match a[1] & FUTEX_CMD_MASK {
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => Ok(0),
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let v: u32 = uaccess::read(&mut p.mm, a[0])?;
+            if v != a[2] as u32 {
+                return Err(Errno::EAGAIN);
+            }
+            if a[3] == 0 {
+                log::error!("futex wait with no timeout and no other thread: deadlock");
+                return Err(Errno::EINTR);
+            }
+            let sec: u64 = uaccess::read(&mut p.mm, a[3])?;
+            let nsec: u64 = uaccess::read(&mut p.mm, a[3] + 8)?;
+            let ns = sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+            let ns = if a[1] & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET {
+                // Absolute (CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME).
+                ns.saturating_sub(crate::time::monotonic_ns())
+            } else {
+                ns
+            };
+            hostcall::call(Call::Sleep, [ns, 0, 0, 0, 0, 0]);
+            Err(Errno::ETIMEDOUT)
+        }
+        _ => Err(Errno::ENOSYS),
+    }
+}

@@ -1,0 +1,108 @@
+//! Time syscalls, answered from the TSC (`time.rs`) without host calls;
+//! sleeping blocks the vCPU in the host.
+
+use qlib::abi::Call;
+
+use crate::errno::{Errno, SysResult};
+use crate::hostcall;
+use crate::mm::uaccess;
+use crate::process::Process;
+use crate::time;
+
+const CLOCK_REALTIME: u64 = 0;
+const CLOCK_MONOTONIC: u64 = 1;
+const CLOCK_PROCESS_CPUTIME_ID: u64 = 2;
+const CLOCK_THREAD_CPUTIME_ID: u64 = 3;
+const CLOCK_MONOTONIC_RAW: u64 = 4;
+const CLOCK_REALTIME_COARSE: u64 = 5;
+const CLOCK_MONOTONIC_COARSE: u64 = 6;
+const CLOCK_BOOTTIME: u64 = 7;
+const TIMER_ABSTIME: u64 = 1;
+
+fn clock_ns(clock: u64) -> Result<u64, Errno> {
+    Ok(match clock {
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => time::realtime_ns(),
+        CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => {
+            time::monotonic_ns()
+        }
+        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => time::cputime_ns(),
+        _ => return Err(Errno::EINVAL),
+    })
+}
+
+fn put_timespec(p: &mut Process, addr: u64, ns: u64) -> Result<(), Errno> {
+    uaccess::write(&mut p.mm, addr, &(ns / 1_000_000_000))?;
+    uaccess::write(&mut p.mm, addr + 8, &(ns % 1_000_000_000))
+}
+
+fn get_timespec(p: &mut Process, addr: u64) -> Result<u64, Errno> {
+    let sec: u64 = uaccess::read(&mut p.mm, addr)?;
+    let nsec: u64 = uaccess::read(&mut p.mm, addr + 8)?;
+    if sec as i64 > i64::MAX / 1_000_000_000 || nsec >= 1_000_000_000 || (sec as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(sec * 1_000_000_000 + nsec)
+}
+
+/// `clock_gettime(clock, ts)`.
+pub fn clock_gettime(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let ns = clock_ns(a[0])?;
+    put_timespec(p, a[1], ns)?;
+    Ok(0)
+}
+
+/// `clock_getres(clock, ts)`.
+pub fn clock_getres(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    clock_ns(a[0])?;
+    if a[1] != 0 {
+        put_timespec(p, a[1], 1)?;
+    }
+    Ok(0)
+}
+
+/// `gettimeofday(tv, tz)`.
+pub fn gettimeofday(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let ns = time::realtime_ns();
+    if a[0] != 0 {
+        uaccess::write(&mut p.mm, a[0], &(ns / 1_000_000_000))?;
+        uaccess::write(&mut p.mm, a[0] + 8, &(ns % 1_000_000_000 / 1000))?;
+    }
+    if a[1] != 0 {
+        uaccess::write(&mut p.mm, a[1], &0u64)?;
+    }
+    Ok(0)
+}
+
+/// `time(tloc)`.
+pub fn time(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let secs = time::realtime_ns() / 1_000_000_000;
+    if a[0] != 0 {
+        uaccess::write(&mut p.mm, a[0], &secs)?;
+    }
+    Ok(secs as usize)
+}
+
+fn sleep(ns: u64) {
+    if ns > 0 {
+        hostcall::call(Call::Sleep, [ns, 0, 0, 0, 0, 0]);
+    }
+}
+
+/// `nanosleep(req, rem)`.
+pub fn nanosleep(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let ns = get_timespec(p, a[0])?;
+    sleep(ns);
+    Ok(0)
+}
+
+/// `clock_nanosleep(clock, flags, req, rem)`.
+pub fn clock_nanosleep(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let now = clock_ns(a[0])?;
+    let ns = get_timespec(p, a[2])?;
+    sleep(if a[1] & TIMER_ABSTIME != 0 {
+        ns.saturating_sub(now)
+    } else {
+        ns
+    });
+    Ok(0)
+}

@@ -1,0 +1,166 @@
+//! The guest/VMM host-call ABI, version [`ABI_VERSION`].
+//!
+//! A host call is a [`HostCall`] record in guest memory followed by a
+//! doorbell: a 32-bit `out` to [`HOSTCALL_PORT`] whose value is the
+//! guest-physical address of the record. The VMM reads the record, checks
+//! every guest range it names against guest RAM, performs the call, writes
+//! `ret` (a value >= 0, or `-errno`) and resumes the vCPU. An exit costs
+//! ~30 µs on our hosts, so calls carry iovec lists ([`IoVec`]) and data stays
+//! in place: the VMM reads and writes guest buffers directly.
+//!
+//! All pointers in arguments are guest-physical addresses.
+
+/// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
+pub const ABI_VERSION: u64 = 1;
+
+/// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
+pub const HOSTCALL_PORT: u16 = 0x5150;
+
+/// Host-call numbers.
+#[repr(u64)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `args[0]` = ABI version of the guest, `args[1]` = GPA of a [`HelloReply`].
+    Hello = 1,
+    /// The program ended. `args[0]` = exit status as a shell reports it.
+    Exit = 2,
+    /// `writev` to a host stdio fd: `args[0]` = fd (1 or 2), `args[1]` = GPA
+    /// of an [`IoVec`] array, `args[2]` = its length.
+    Writev = 3,
+    /// `readv` from host stdin: same arguments as [`Call::Writev`], fd 0.
+    Readv = 4,
+    /// A kernel log line: `args[0]` = level (1 error .. 5 trace),
+    /// `args[1]` = GPA of UTF-8 text, `args[2]` = its length.
+    Log = 5,
+    /// A guest kernel panic: `args[1]` = GPA of the message, `args[2]` = length.
+    Panic = 6,
+    /// Block the vCPU for `args[0]` nanoseconds.
+    Sleep = 7,
+    /// Drop guest memory: `args[0]` = GPA of an [`IoVec`] array of
+    /// page-aligned guest-physical ranges, `args[1]` = its length.
+    Reclaim = 8,
+    /// `poll` on host stdio: `args[0]` = GPA of [`PollFd`] array, `args[1]`
+    /// = count (at most 3), `args[2]` = timeout in ms (-1 = forever).
+    Poll = 9,
+    /// A fatal boot error before the kernel could run a program:
+    /// `args[1]` = GPA of the message, `args[2]` = its length.
+    BootError = 10,
+}
+
+impl Call {
+    /// Decodes a call number coming from the guest.
+    pub fn from_u64(n: u64) -> Option<Self> {
+        Some(match n {
+            1 => Self::Hello,
+            2 => Self::Exit,
+            3 => Self::Writev,
+            4 => Self::Readv,
+            5 => Self::Log,
+            6 => Self::Panic,
+            7 => Self::Sleep,
+            8 => Self::Reclaim,
+            9 => Self::Poll,
+            10 => Self::BootError,
+            _ => return None,
+        })
+    }
+}
+
+/// The host-call record the doorbell points at.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostCall {
+    /// A [`Call`] number.
+    pub call: u64,
+    /// Call-specific arguments.
+    pub args: [u64; 6],
+    /// Written by the VMM: result >= 0, or a negated Linux errno.
+    pub ret: i64,
+}
+const _: () = assert!(core::mem::size_of::<HostCall>() == 64);
+
+/// A guest-physical buffer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoVec {
+    /// Guest-physical address.
+    pub gpa: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+const _: () = assert!(core::mem::size_of::<IoVec>() == 16);
+
+/// Upper bound on the iovec count of one call; longer lists are refused.
+pub const MAX_IOVECS: u64 = 1024;
+
+/// Written by the VMM in answer to [`Call::Hello`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HelloReply {
+    /// Host `CLOCK_REALTIME` in ns when the call was served.
+    pub realtime_ns: u64,
+    /// Host `CLOCK_MONOTONIC` in ns when the call was served.
+    pub monotonic_ns: u64,
+}
+const _: () = assert!(core::mem::size_of::<HelloReply>() == 16);
+
+/// One entry of a [`Call::Poll`] request; same meaning as `struct pollfd`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PollFd {
+    /// Host stdio fd (0, 1 or 2).
+    pub fd: i32,
+    /// Requested events.
+    pub events: i16,
+    /// Returned events.
+    pub revents: i16,
+}
+const _: () = assert!(core::mem::size_of::<PollFd>() == 8);
+
+/// Boot information the VMM writes at [`crate::layout::BOOT_INFO_GPA`]
+/// before the first instruction. Strings and the program image live in the
+/// boot-data area it describes; all addresses are guest-physical.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct BootInfo {
+    /// [`BOOT_MAGIC`].
+    pub magic: u64,
+    /// The VMM's [`ABI_VERSION`].
+    pub abi_version: u64,
+    /// Bytes of guest RAM (starting at GPA 0).
+    pub mem_size: u64,
+    /// GPA where the boot-data area begins; RAM from here up is in use
+    /// until the kernel has consumed it.
+    pub boot_data_gpa: u64,
+    /// The program's ELF image.
+    pub program: IoVec,
+    /// NUL-separated argv strings.
+    pub argv: IoVec,
+    /// Number of argv strings.
+    pub argc: u64,
+    /// NUL-separated `KEY=VALUE` strings.
+    pub envp: IoVec,
+    /// Number of env strings.
+    pub envc: u64,
+    /// The program path as given (for `AT_EXECFN` and `/proc/self/exe`).
+    pub execfn: IoVec,
+    /// 0 off, 1 error .. 5 trace: the kernel forwards log lines up to this.
+    pub log_level: u64,
+    /// Seed for the kernel's random generator (with RDRAND when present).
+    pub seed: [u64; 4],
+    /// uid, euid, gid, egid the program sees.
+    pub ids: [u32; 4],
+    /// `st_mode` of host fds 0, 1, 2 (0 = closed), and 0 as padding.
+    pub stdio_mode: [u32; 4],
+    /// Bit n set: host fd n is a terminal.
+    pub tty_mask: u64,
+    /// The terminal's `struct winsize` (rows, cols, xpixel, ypixel).
+    pub winsize: [u16; 4],
+    /// The terminal's kernel `struct termios` (36 bytes, zero padded).
+    pub termios: [u8; 40],
+}
+
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 240);
+
+/// `"QBOOTINF"` as a little-endian u64.
+pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

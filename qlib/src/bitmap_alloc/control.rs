@@ -1,0 +1,239 @@
+//! The control page: page 0 of every chunk.
+//!
+//! Byte layout (`#[repr(C)]`, little endian, checked by the `const`
+//! assertions below):
+//!
+//! ```text
+//! offset  size  field       meaning
+//! 0x000      8  next        address of the next chunk on the free list, 0 = none
+//! 0x008      8  prev        address of the previous chunk on the free list, 0 = none
+//! 0x010      8  magic       CONTROL_MAGIC while the allocator holds the chunk, 0 after
+//! 0x018      8  l1          bit w set = L2 word w has at least one free page (bits 0..16)
+//! 0x020      8  free_pages  number of free pages in the chunk, 0..=1023
+//! 0x028     24  reserved    zero; pads the header to one 64-byte cache line
+//! 0x040    128  l2[16]      bit b of word w set = page 64*w + b is FREE
+//! 0x0c0   2048  refcount[1024]  AtomicU16 per page; 0 = free; refcount[0] unused
+//! 0x8c0   1856  (unused, zero)  rest of the 4096-byte page
+//! ```
+//!
+//! Page 0 (the control page itself) is never free: bit 0 of `l2[0]` is
+//! always clear and `refcount[0]` always 0. Every field is an atomic so that
+//! a shared reference to the control page is sound while several CPUs use
+//! it: `next`, `prev`, `l1`, `l2` and `free_pages` change only under the
+//! allocator lock (so plain `Relaxed` loads and stores suffice); `refcount`
+//! changes lock-free.
+
+use core::mem::{offset_of, size_of};
+use core::sync::atomic::{AtomicU16, AtomicU64, Ordering::Relaxed};
+
+use super::{PAGE_SIZE, PAGES_PER_CHUNK, USABLE_PAGES_PER_CHUNK};
+
+/// `b"QBMAPCTL"` read as a little-endian `u64`.
+pub(super) const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"QBMAPCTL");
+
+const L2_WORDS: usize = PAGES_PER_CHUNK / 64;
+
+/// L2 word 0 when every usable page is free: all bits but bit 0 (the
+/// control page).
+const L2_WORD0_ALL_FREE: u64 = !1;
+
+/// L1 when every L2 word has a free page.
+const L1_ALL: u64 = (1 << L2_WORDS) - 1;
+
+#[repr(C)]
+pub(super) struct ControlPage {
+    next: AtomicU64,
+    prev: AtomicU64,
+    magic: AtomicU64,
+    l1: AtomicU64,
+    free_pages: AtomicU64,
+    reserved: [AtomicU64; 3],
+    l2: [AtomicU64; L2_WORDS],
+    refcount: [AtomicU16; PAGES_PER_CHUNK],
+}
+
+const _: () = {
+    assert!(size_of::<ControlPage>() <= PAGE_SIZE);
+    assert!(size_of::<ControlPage>() == 0x8c0);
+    assert!(core::mem::align_of::<ControlPage>() <= PAGE_SIZE);
+    assert!(offset_of!(ControlPage, next) == 0x000);
+    assert!(offset_of!(ControlPage, prev) == 0x008);
+    assert!(offset_of!(ControlPage, magic) == 0x010);
+    assert!(offset_of!(ControlPage, l1) == 0x018);
+    assert!(offset_of!(ControlPage, free_pages) == 0x020);
+    assert!(offset_of!(ControlPage, l2) == 0x040);
+    assert!(offset_of!(ControlPage, refcount) == 0x0c0);
+    assert!(L2_WORDS == 16);
+};
+
+impl ControlPage {
+    /// Zeroes the control page of `chunk` and marks pages 1..=1023 free.
+    ///
+    /// # Safety
+    /// `chunk` is 4 MiB aligned, the allocator owns its first page
+    /// exclusively (readable and writable), and no other reference to that
+    /// page exists while this runs (the chunk is not yet published in the
+    /// ownership record, and the caller holds the allocator lock).
+    pub(super) unsafe fn init<'a>(chunk: usize) -> &'a ControlPage {
+        let ptr = chunk as *mut ControlPage;
+        // SAFETY: by the caller's contract `ptr` points to at least
+        // `PAGE_SIZE >= size_of::<ControlPage>()` writable bytes, suitably
+        // aligned (4 MiB >= align_of), that nobody else accesses. All-zero
+        // bytes are a valid `ControlPage` (atomics of 0).
+        unsafe { ptr.write_bytes(0, 1) };
+        // SAFETY: just initialised above; the page stays valid while the
+        // allocator owns the chunk, which outlives the caller's use.
+        let cp = unsafe { &*ptr };
+        cp.magic.store(CONTROL_MAGIC, Relaxed);
+        cp.l2[0].store(L2_WORD0_ALL_FREE, Relaxed);
+        for w in &cp.l2[1..] {
+            w.store(u64::MAX, Relaxed);
+        }
+        cp.l1.store(L1_ALL, Relaxed);
+        cp.free_pages.store(USABLE_PAGES_PER_CHUNK as u64, Relaxed);
+        cp
+    }
+
+    /// The control page of `chunk`.
+    ///
+    /// # Safety
+    /// `chunk` is a chunk the allocator holds, whose control page was set up
+    /// by [`ControlPage::init`], and it stays held for `'a`: either the caller
+    /// holds the allocator lock for `'a`, or it holds a reader registration
+    /// (see `BitmapAllocator::readers`) and saw the chunk in the ownership
+    /// record after registering.
+    pub(super) unsafe fn at<'a>(chunk: usize) -> &'a ControlPage {
+        // SAFETY: by the caller's contract the page is mapped, initialised
+        // and not released for 'a; every field is atomic, so shared
+        // references from several CPUs are sound.
+        let cp = unsafe { &*(chunk as *const ControlPage) };
+        debug_assert_eq!(cp.magic.load(Relaxed), CONTROL_MAGIC);
+        cp
+    }
+
+    /// Marks the chunk as no longer held (just before it goes back to the
+    /// chunk source), so a stale control page is recognisable in a dump.
+    pub(super) fn retire(&self) {
+        self.magic.store(0, Relaxed);
+    }
+
+    pub(super) fn next(&self) -> usize {
+        self.next.load(Relaxed) as usize
+    }
+
+    pub(super) fn prev(&self) -> usize {
+        self.prev.load(Relaxed) as usize
+    }
+
+    pub(super) fn set_next(&self, chunk: usize) {
+        self.next.store(chunk as u64, Relaxed);
+    }
+
+    pub(super) fn set_prev(&self, chunk: usize) {
+        self.prev.store(chunk as u64, Relaxed);
+    }
+
+    pub(super) fn free_pages(&self) -> usize {
+        self.free_pages.load(Relaxed) as usize
+    }
+
+    pub(super) fn refcount(&self, index: usize) -> &AtomicU16 {
+        &self.refcount[index]
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_free(&self, index: usize) -> bool {
+        self.l2[index / 64].load(Relaxed) & (1 << (index % 64)) != 0
+    }
+
+    /// Takes the lowest free page: two `trailing_zeros` scans. Returns its
+    /// index within the chunk, or `None` if the chunk is full. Lock held.
+    pub(super) fn take_page(&self) -> Option<usize> {
+        let l1 = self.l1.load(Relaxed);
+        if l1 == 0 {
+            return None;
+        }
+        let w = l1.trailing_zeros() as usize;
+        let word = self.l2[w].load(Relaxed);
+        debug_assert_ne!(word, 0, "L1 bit set over an empty L2 word");
+        let b = word.trailing_zeros() as usize;
+        let word = word & !(1 << b);
+        self.l2[w].store(word, Relaxed);
+        if word == 0 {
+            self.l1.store(l1 & !(1 << w), Relaxed);
+        }
+        self.free_pages.store(self.free_pages.load(Relaxed) - 1, Relaxed);
+        Some(w * 64 + b)
+    }
+
+    /// Marks page `index` (1..=1023) free again. Returns `false`, changing
+    /// nothing, if it already was. Lock held.
+    pub(super) fn put_page(&self, index: usize) -> bool {
+        debug_assert!((1..PAGES_PER_CHUNK).contains(&index));
+        let (w, bit) = (index / 64, 1u64 << (index % 64));
+        let word = self.l2[w].load(Relaxed);
+        if word & bit != 0 {
+            return false;
+        }
+        self.l2[w].store(word | bit, Relaxed);
+        self.l1.store(self.l1.load(Relaxed) | (1 << w), Relaxed);
+        
+        true
+    }
+
+    /// Calls `f(first_index, count)` for each maximal run of free pages, in
+    /// ascending order. Lock held.
+    pub(super) fn for_each_free_run(&self, mut f: impl FnMut(usize, usize)) {
+        let mut run: Option<(usize, usize)> = None;
+        for (w, word) in self.l2.iter().enumerate() {
+            let mut bits = word.load(Relaxed);
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                run = match run {
+                    Some((start, len)) if start + len == i => Some((start, len + 1)),
+                    Some((start, len)) => {
+                        f(start, len);
+                        Some((i, 1))
+                    }
+                    None => Some((i, 1)),
+                };
+            }
+        }
+        if let Some((start, len)) = run {
+            f(start, len);
+        }
+    }
+
+    /// Checks the bitmaps and counters against each other. Lock held.
+    #[cfg(test)]
+    pub(super) fn check(&self) -> Result<(), &'static str> {
+        if self.magic.load(Relaxed) != CONTROL_MAGIC {
+            return Err("bad magic");
+        }
+        if self.l2[0].load(Relaxed) & 1 != 0 || self.refcount[0].load(Relaxed) != 0 {
+            return Err("control page marked free or referenced");
+        }
+        let l1 = self.l1.load(Relaxed);
+        if l1 & !L1_ALL != 0 {
+            return Err("L1 bit beyond the 16 L2 words");
+        }
+        let mut free = 0;
+        for (w, word) in self.l2.iter().enumerate() {
+            let word = word.load(Relaxed);
+            if (word != 0) != (l1 & (1 << w) != 0) {
+                return Err("L1 disagrees with L2");
+            }
+            free += word.count_ones() as usize;
+        }
+        if free != self.free_pages() {
+            return Err("free_pages disagrees with the L2 popcount");
+        }
+        for i in 1..PAGES_PER_CHUNK {
+            if self.is_free(i) != (self.refcount[i].load(Relaxed) == 0) {
+                return Err("free bit disagrees with refcount");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,446 @@
+//! The bitmap page allocator for user pages (DESIGN.md, "Guest memory").
+//!
+//! Memory comes from a [`ChunkSource`] in 4 MiB-aligned chunks of 1024
+//! pages. Page 0 of each chunk is its control page (layout in `control.rs`):
+//! free-list links, a 64-bit L1 bitmap over a 16 x 64-bit L2 bitmap (bit set
+//! = page free, so finding a free page is two `trailing_zeros` scans) and
+//! 1024 `AtomicU16` reference counts. Pages 1..=1023 are handed out. The
+//! control page of a page is the page address with the low 22 bits cleared.
+//!
+//! Nothing is ever written into a free page (no free-list pointer, no
+//! poisoning), so the host may drop any free page with
+//! `madvise(MADV_DONTNEED)` at any time; [`BitmapAllocator::for_each_free_run`]
+//! lists them. A page's contents after [`BitmapAllocator::alloc`] are
+//! unspecified (old data or zeroes).
+//!
+//! # Chunks
+//! Held chunks with a free page sit on a doubly linked list (through the
+//! control pages); `alloc` takes the first one, a chunk that fills up
+//! leaves the list and one that gets a page back rejoins at the head. Only
+//! when the list is empty is the source asked for a chunk. A chunk whose
+//! pages are all free stays cached until more than [`FREE_CHUNK_CACHE`]
+//! such chunks exist, then goes back to the source: alloc/free at a chunk
+//! boundary does not thrash, and a cached chunk costs only its control page
+//! once its free pages have been reclaimed.
+//!
+//! # Ownership check
+//! Every call taking a page address first checks, without touching memory,
+//! that it is page aligned, not a control page, and inside a held chunk:
+//! held chunks are bits in a fixed window bitmap (`owned.rs`: 4096 chunks =
+//! 16 GiB, 512 bytes, one range check plus one atomic load). Addresses not
+//! from this allocator get [`AllocError::NotOwned`]; a double free, a
+//! reference to a free page or a count going below zero get their own
+//! errors. A page freed and handed out again cannot be told apart from the
+//! old one (ABA), as with any allocator.
+//!
+//! # Concurrency
+//! One lock, `inner` (a spin mutex over the list, the source and the
+//! counters), taken by `alloc`, `free`, `stats`, `for_each_free_run` and by
+//! `dec_ref` when the count reaches 0. There is no other lock, so no order
+//! to respect; never call back into the allocator from the
+//! `for_each_free_run` callback (it runs under the lock). `inc_ref`,
+//! `dec_ref` and `refcount` are lock-free: they register in `readers`, check
+//! ownership, then touch the control page. A chunk goes back to the source
+//! only after its ownership bit is cleared *and* `readers` is seen at 0 (all
+//! `SeqCst`, so either the reader sees the bit cleared or the releaser sees
+//! the reader); if a reader is in flight the chunk simply stays cached. So
+//! even a racy misuse (a reference taken on a page being freed) reads only
+//! memory the allocator still holds.
+
+mod control;
+mod list;
+mod owned;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use core::fmt;
+use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+
+use spin::Mutex;
+
+use control::ControlPage;
+use list::ChunkList;
+pub use owned::WINDOW_CHUNKS;
+use owned::OwnedChunks;
+
+/// Bytes per page.
+pub const PAGE_SIZE: usize = 4096;
+/// Bytes per chunk; chunks are aligned to their size.
+pub const CHUNK_SIZE: usize = 4 << 20;
+/// Pages per chunk, including the control page.
+pub const PAGES_PER_CHUNK: usize = CHUNK_SIZE / PAGE_SIZE;
+/// Pages per chunk that can be handed out (all but the control page).
+pub const USABLE_PAGES_PER_CHUNK: usize = PAGES_PER_CHUNK - 1;
+/// Fully free chunks kept before extra ones go back to the source.
+pub const FREE_CHUNK_CACHE: usize = 2;
+
+const CHUNK_MASK: usize = CHUNK_SIZE - 1;
+
+/// What a bad call gets.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum AllocError {
+    /// `free` of a page that is already free.
+    DoubleFree,
+    /// Not a usable page of a chunk this allocator holds: a foreign address,
+    /// a control page, or an address that is not page aligned.
+    NotOwned,
+    /// `dec_ref` of a page whose count is already 0 (a free page).
+    RefcountUnderflow,
+    /// `inc_ref` of a page whose count is already `u16::MAX`.
+    RefcountOverflow,
+    /// `inc_ref` of a free page.
+    NotAllocated,
+    /// `free` of a page with more than one reference (use `dec_ref`).
+    StillReferenced,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::DoubleFree => "double free: the page is already free",
+            Self::NotOwned => {
+                "not a page of this allocator (foreign address, control page or misaligned)"
+            }
+            Self::RefcountUnderflow => "reference count underflow: the page is already free",
+            Self::RefcountOverflow => "reference count overflow: the page has 65535 references",
+            Self::NotAllocated => "cannot take a reference to a free page",
+            Self::StillReferenced => "cannot free a page with other references (use dec_ref)",
+        })
+    }
+}
+
+impl core::error::Error for AllocError {}
+
+/// A snapshot of the allocator's counters.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Default)]
+pub struct AllocStats {
+    /// Chunks held (taken from the source and not given back).
+    pub chunks: usize,
+    /// Held chunks whose pages are all free (the cache, see [`FREE_CHUNK_CACHE`]).
+    pub free_chunks: usize,
+    /// Pages handed out and not yet freed.
+    pub pages_in_use: usize,
+    /// Free pages in held chunks (control pages not counted).
+    pub pages_free: usize,
+}
+
+/// Where chunks come from.
+///
+/// # Safety
+/// `alloc_chunk` returns `None` or the address of a [`CHUNK_SIZE`]-byte
+/// region that is aligned to [`CHUNK_SIZE`], readable and writable through
+/// that address, and used by nobody but the allocator until it is passed
+/// back to `free_chunk`; it is not handed out again meanwhile. The memory
+/// stays valid for as long as the allocator holds the chunk (the allocator
+/// owns the source, so at least until the allocator is dropped). Chunks the
+/// allocator is to track must lie in its ownership window (see
+/// [`BitmapAllocator::with_window_base`]); others are given back.
+pub unsafe trait ChunkSource {
+    /// A fresh chunk, or `None` when out of memory.
+    fn alloc_chunk(&mut self) -> Option<usize>;
+    /// Takes back a chunk returned by `alloc_chunk`.
+    fn free_chunk(&mut self, chunk: usize);
+}
+
+/// Under the lock.
+struct Inner<S> {
+    source: S,
+    list: ChunkList,
+    chunks: usize,
+    free_chunks: usize,
+    free_pages: usize,
+}
+
+/// The page allocator. See the module documentation.
+pub struct BitmapAllocator<S: ChunkSource> {
+    inner: Mutex<Inner<S>>,
+    owned: OwnedChunks,
+    /// Lock-free calls in flight that may touch a control page.
+    readers: AtomicUsize,
+}
+
+/// A registration in `BitmapAllocator::readers`, for the duration of one
+/// lock-free call.
+struct Reader<'a>(&'a AtomicUsize);
+
+impl<'a> Reader<'a> {
+    fn enter(readers: &'a AtomicUsize) -> Self {
+        readers.fetch_add(1, SeqCst);
+        Self(readers)
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+impl<S: ChunkSource> BitmapAllocator<S> {
+    /// An allocator that takes chunks from `source`. The ownership window
+    /// is centred on the first chunk it gets (chunks more than 8 GiB away
+    /// from it are given back unused).
+    pub const fn new(source: S) -> Self {
+        Self::build(source, None)
+    }
+
+    /// An allocator whose ownership window is `[base, base + 16 GiB)`
+    /// ([`WINDOW_CHUNKS`] chunks); the kernel passes the start of its
+    /// direct map. Panics (at compile time in a `static`) if `base` is not
+    /// 4 MiB aligned.
+    pub const fn with_window_base(source: S, base: usize) -> Self {
+        Self::build(source, Some(base))
+    }
+
+    const fn build(source: S, base: Option<usize>) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                source,
+                list: ChunkList::new(),
+                chunks: 0,
+                free_chunks: 0,
+                free_pages: 0,
+            }),
+            owned: OwnedChunks::new(base),
+            readers: AtomicUsize::new(0),
+        }
+    }
+
+    /// Allocates a page with reference count 1, or `None` if the source is
+    /// out of chunks.
+    pub fn alloc(&self) -> Option<usize> {
+        let mut inner = self.inner.lock();
+        let chunk = match inner.list.first() {
+            Some(chunk) => chunk,
+            None => self.grow(&mut inner)?,
+        };
+        // SAFETY: chunks on the list are held and initialised, and we hold
+        // the lock, so the chunk stays held while `cp` lives.
+        let cp = unsafe { ControlPage::at(chunk) };
+        if cp.free_pages() == USABLE_PAGES_PER_CHUNK {
+            inner.free_chunks -= 1;
+        }
+        let index = cp.take_page().expect("a chunk on the list has a free page");
+        if cp.free_pages() == 0 {
+            inner.list.unlink(chunk);
+        }
+        inner.free_pages -= 1;
+        cp.refcount(index).store(1, Release);
+        Some(chunk + index * PAGE_SIZE)
+    }
+
+    /// Takes a chunk from the source, sets up its control page and puts it
+    /// on the list.
+    fn grow(&self, inner: &mut Inner<S>) -> Option<usize> {
+        let chunk = inner.source.alloc_chunk()?;
+        if chunk == 0 || chunk & CHUNK_MASK != 0 || self.owned.contains(chunk) {
+            // The source broke its contract; touch nothing.
+            debug_assert!(false, "ChunkSource returned a bad chunk {chunk:#x}");
+            return None;
+        }
+        if self.owned.slot_for_new(chunk).is_none() {
+            inner.source.free_chunk(chunk);
+            return None;
+        }
+        // SAFETY: by the `ChunkSource` contract the chunk is ours alone,
+        // readable and writable, and it is 4 MiB aligned (checked above). It
+        // is not in `owned` yet, so no lock-free reader can reach it, and we
+        // hold the lock.
+        unsafe { ControlPage::init(chunk) };
+        self.owned.insert(chunk);
+        inner.list.push_front(chunk);
+        inner.chunks += 1;
+        inner.free_chunks += 1;
+        inner.free_pages += USABLE_PAGES_PER_CHUNK;
+        Some(chunk)
+    }
+
+    /// Frees `page`, whose reference count must be 1.
+    pub fn free(&self, page: usize) -> Result<(), AllocError> {
+        let mut inner = self.inner.lock();
+        let (chunk, index) = self.locate(page)?;
+        // SAFETY: `locate` saw the chunk held; we hold the lock, so it stays
+        // held while `cp` lives.
+        let cp = unsafe { ControlPage::at(chunk) };
+        match cp.refcount(index).compare_exchange(1, 0, AcqRel, Acquire) {
+            Ok(_) => self.release_page(&mut inner, chunk, index),
+            Err(0) => Err(AllocError::DoubleFree),
+            Err(_) => Err(AllocError::StillReferenced),
+        }
+    }
+
+    /// Adds a reference to an allocated page; returns the new count.
+    pub fn inc_ref(&self, page: usize) -> Result<u16, AllocError> {
+        let reader = Reader::enter(&self.readers);
+        let (cp, _, index) = self.lookup(page, &reader)?;
+        match cp.refcount(index).fetch_update(Relaxed, Relaxed, |c| match c {
+            0 => None,
+            c => c.checked_add(1),
+        }) {
+            Ok(old) => Ok(old + 1),
+            Err(0) => Err(AllocError::NotAllocated),
+            Err(_) => Err(AllocError::RefcountOverflow),
+        }
+    }
+
+    /// Drops a reference; returns the remaining count. At 0 the page is
+    /// freed.
+    pub fn dec_ref(&self, page: usize) -> Result<u16, AllocError> {
+        let (chunk, index, left) = {
+            let reader = Reader::enter(&self.readers);
+            let (cp, chunk, index) = self.lookup(page, &reader)?;
+            let old = cp
+                .refcount(index)
+                .fetch_update(AcqRel, Acquire, |c| c.checked_sub(1))
+                .map_err(|_| AllocError::RefcountUnderflow)?;
+            (chunk, index, old - 1)
+        };
+        if left == 0 {
+            // We took the count to 0, so only we free the page, and its
+            // chunk (with this page still marked in use) cannot be released
+            // before we do.
+            self.release_page(&mut self.inner.lock(), chunk, index)?;
+        }
+        Ok(left)
+    }
+
+    /// The reference count of `page`: 0 if it is free.
+    pub fn refcount(&self, page: usize) -> Result<u16, AllocError> {
+        let reader = Reader::enter(&self.readers);
+        let (cp, _, index) = self.lookup(page, &reader)?;
+        Ok(cp.refcount(index).load(Acquire))
+    }
+
+    /// Calls `f(start, len)` (addresses and lengths in bytes) for every
+    /// maximal run of contiguous free pages in held chunks, in ascending
+    /// address order; runs would merge across a chunk boundary, but the next
+    /// chunk's control page always separates them. Control pages are never
+    /// included. `f` runs under the allocator lock, so the pages stay free
+    /// while it runs (safe to `madvise` them); it must not call the
+    /// allocator.
+    pub fn for_each_free_run(&self, mut f: impl FnMut(usize, usize)) {
+        let _inner = self.inner.lock();
+        let mut run: Option<(usize, usize)> = None;
+        self.owned.for_each(|chunk| {
+            // SAFETY: the chunk is in the ownership record and we hold the
+            // lock, so it is held and initialised and stays so.
+            let cp = unsafe { ControlPage::at(chunk) };
+            cp.for_each_free_run(|first, count| {
+                let (start, len) = (chunk + first * PAGE_SIZE, count * PAGE_SIZE);
+                run = match run {
+                    Some((s, l)) if s + l == start => Some((s, l + len)),
+                    Some((s, l)) => {
+                        f(s, l);
+                        Some((start, len))
+                    }
+                    None => Some((start, len)),
+                };
+            });
+        });
+        if let Some((s, l)) = run {
+            f(s, l);
+        }
+    }
+
+    /// The current counters.
+    pub fn stats(&self) -> AllocStats {
+        let inner = self.inner.lock();
+        AllocStats {
+            chunks: inner.chunks,
+            free_chunks: inner.free_chunks,
+            pages_in_use: inner.chunks * USABLE_PAGES_PER_CHUNK - inner.free_pages,
+            pages_free: inner.free_pages,
+        }
+    }
+
+    /// Splits `page` into (chunk, index) after checking that it is a usable
+    /// page of a held chunk. Touches no chunk memory.
+    fn locate(&self, page: usize) -> Result<(usize, usize), AllocError> {
+        let (chunk, index) = (page & !CHUNK_MASK, (page & CHUNK_MASK) / PAGE_SIZE);
+        if page % PAGE_SIZE != 0 || index == 0 || !self.owned.contains(chunk) {
+            return Err(AllocError::NotOwned);
+        }
+        Ok((chunk, index))
+    }
+
+    /// `locate` for lock-free calls: the control page stays valid as long
+    /// as the reader registration does.
+    fn lookup<'r>(
+        &self,
+        page: usize,
+        _reader: &'r Reader<'_>,
+    ) -> Result<(&'r ControlPage, usize, usize), AllocError> {
+        let (chunk, index) = self.locate(page)?;
+        // SAFETY: we registered as a reader before `locate` saw the chunk in
+        // the ownership record; `try_release` withdraws a chunk from the
+        // record before checking for readers (all SeqCst), so it will see us
+        // and keep the chunk for as long as the registration lives ('r).
+        let cp = unsafe { ControlPage::at(chunk) };
+        Ok((cp, chunk, index))
+    }
+
+    /// Marks page `index` of held `chunk` free (its count is already 0),
+    /// and moves the chunk onto the list or back to the source as needed.
+    fn release_page(
+        &self,
+        inner: &mut Inner<S>,
+        chunk: usize,
+        index: usize,
+    ) -> Result<(), AllocError> {
+        // SAFETY: the chunk is held (the page being freed is still marked in
+        // use, and chunks with a page in use are never released) and we hold
+        // the lock.
+        let cp = unsafe { ControlPage::at(chunk) };
+        if !cp.put_page(index) {
+            return Err(AllocError::DoubleFree);
+        }
+        inner.free_pages += 1;
+        match cp.free_pages() {
+            1 => inner.list.push_front(chunk),
+            USABLE_PAGES_PER_CHUNK => {
+                inner.free_chunks += 1;
+                if inner.free_chunks > FREE_CHUNK_CACHE {
+                    self.try_release(inner, chunk);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Gives the fully free `chunk` back to the source, unless a lock-free
+    /// call might be reading its control page (then it stays cached).
+    fn try_release(&self, inner: &mut Inner<S>, chunk: usize) {
+        self.owned.remove(chunk);
+        if self.readers.load(SeqCst) != 0 {
+            self.owned.insert(chunk);
+            return;
+        }
+        inner.list.unlink(chunk);
+        // SAFETY: we still hold the chunk (it has not gone to the source
+        // yet) and the lock; no reader can reach it any more (see above).
+        unsafe { ControlPage::at(chunk) }.retire();
+        inner.chunks -= 1;
+        inner.free_chunks -= 1;
+        inner.free_pages -= USABLE_PAGES_PER_CHUNK;
+        inner.source.free_chunk(chunk);
+    }
+}
+
+impl<S: ChunkSource> Drop for BitmapAllocator<S> {
+    /// Gives every held chunk back to the source, pages in use or not.
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut();
+        let owned = &self.owned;
+        owned.for_each(|chunk| {
+            // SAFETY: `&mut self`: nobody else uses the allocator, and the
+            // chunk is held until `free_chunk` below.
+            unsafe { ControlPage::at(chunk) }.retire();
+            owned.remove(chunk);
+            inner.source.free_chunk(chunk);
+        });
+    }
+}

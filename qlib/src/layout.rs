@@ -1,0 +1,55 @@
+//! The guest memory map, shared by the VMM (which builds the boot page
+//! tables and places the boot data) and the guest kernel.
+//!
+//! ```text
+//! guest-physical                            guest-virtual
+//! 0x0000_0000 +---------------------+
+//!             | (unused, null page) |
+//! 0x0000_1000 | BootInfo            |
+//! 0x0000_2000 | PV page (hypervisor |       the MSR 0x4b564d10 page: the
+//!             |  writes it)         |       hypervisor stores CR2 here
+//! 0x0001_0000 | boot page tables    |       kernel PGD (8 KiB aligned) and
+//!             |  PGD pair, PDPTs,   |       user PGD = kernel PGD + 4 KiB,
+//!             |  PDs (2 MiB pages)  |       then the tables below it
+//! 0x0010_0000 | kernel image        |  <->  KERNEL_BASE + GPA (top 2 GiB)
+//!             | free RAM: the page  |
+//!             |  allocator's chunks |  <->  DIRECT_MAP + GPA
+//!             | boot data (program, |
+//!             |  argv, envp)        |
+//!    mem_size +---------------------+
+//! ```
+//! Upper half: `DIRECT_MAP` (PML4 slot 272) maps all guest RAM with 2 MiB
+//! pages; `KERNEL_BASE` (slot 511, the top 2 GiB) maps it again for the
+//! kernel image, which is linked at `KERNEL_BASE + KERNEL_LOAD_GPA`. Every
+//! mapping has U=1 (PLATFORM.md); the user PGD maps no kernel memory but the
+//! entry trampoline. PML4 slot 256 belongs to the hypervisor.
+
+/// GPA of [`crate::abi::BootInfo`].
+pub const BOOT_INFO_GPA: u64 = 0x1000;
+/// GPA of the 4 KiB PV page handed to the hypervisor.
+pub const PV_PAGE_GPA: u64 = 0x2000;
+/// GPA of the boot kernel PGD (8 KiB aligned, CR3 bit 12 clear).
+pub const BOOT_PGD_GPA: u64 = 0x10000;
+/// GPA where the boot page tables end (exclusive).
+pub const BOOT_PT_END_GPA: u64 = 0x40000;
+/// GPA the kernel image is loaded at.
+pub const KERNEL_LOAD_GPA: u64 = 0x10_0000;
+/// Virtual base of the direct map of guest RAM (PML4 slot 272).
+pub const DIRECT_MAP: u64 = 0xffff_8800_0000_0000;
+/// Virtual base of the kernel-image map (the top 2 GiB, PML4 slot 511).
+pub const KERNEL_BASE: u64 = 0xffff_ffff_8000_0000;
+/// Guest RAM limit imposed by the direct-map and kernel-image maps.
+pub const MAX_MEM: u64 = 2 << 30;
+/// Smallest guest RAM that boots.
+pub const MIN_MEM: u64 = 16 << 20;
+/// Size of a page.
+pub const PAGE_SIZE: u64 = 4096;
+/// Size of a large page.
+pub const LARGE_PAGE_SIZE: u64 = 2 << 20;
+/// First address above user space (exclusive).
+pub const USER_END: u64 = 0x0000_7fff_ffff_f000;
+
+/// PML4 slot of a virtual address.
+pub const fn pml4_slot(va: u64) -> usize {
+    ((va >> 39) & 0x1ff) as usize
+}

@@ -1,0 +1,14 @@
+//! `qlib`: what the guest kernel and the VMM share.
+//!
+//! Everything here is pure logic that plain `cargo test` on the host
+//! reaches: the host-call ABI, the bitmap page allocator, page-table entry
+//! helpers, ELF parsing and the initial user stack layout.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+pub mod abi;
+pub mod bitmap_alloc;
+pub mod elf;
+pub mod layout;
+pub mod pte;
+pub mod syscall_names;
+pub mod user_stack;

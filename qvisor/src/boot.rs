@@ -1,0 +1,194 @@
+//! Preparing guest RAM before the first instruction: the kernel image, the
+//! boot page tables, the boot data (program, argv, env) and `BootInfo`.
+//! The memory map is `qlib::layout`.
+
+use qlib::abi::{ABI_VERSION, BOOT_MAGIC, BootInfo, IoVec};
+use qlib::layout::{
+    BOOT_INFO_GPA, BOOT_PGD_GPA, BOOT_PT_END_GPA, DIRECT_MAP, KERNEL_BASE, KERNEL_LOAD_GPA,
+    LARGE_PAGE_SIZE, PAGE_SIZE, pml4_slot,
+};
+use qlib::pte::{HUGE, PRESENT, USER, WRITABLE};
+
+use crate::error::VmmError;
+use crate::guest_mem::GuestRam;
+
+/// What the program sees: its image, arguments and environment.
+pub struct Program<'a> {
+    /// The ELF image.
+    pub image: &'a [u8],
+    /// argv, `argv[0]` included.
+    pub argv: &'a [String],
+    /// `KEY=VALUE` strings.
+    pub envp: &'a [String],
+    /// The path as given, for `AT_EXECFN`.
+    pub execfn: &'a str,
+}
+
+/// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
+pub type LogLevel = u64;
+
+/// Loads the kernel ELF into guest RAM; returns its entry point.
+pub fn load_kernel(ram: &GuestRam, image: &[u8]) -> Result<u64, VmmError> {
+    let bad = VmmError::KernelImage;
+    let u16_at = |o: usize| -> Result<u64, VmmError> {
+        let b = image.get(o..o + 2).ok_or(bad("truncated"))?;
+        Ok(u64::from(u16::from_le_bytes([b[0], b[1]])))
+    };
+    let u64_at = |o: usize| -> Result<u64, VmmError> {
+        let b = image.get(o..o + 8).ok_or(bad("truncated"))?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    if image.get(0..4) != Some(b"\x7fELF".as_slice()) {
+        return Err(bad("not an ELF file"));
+    }
+    let entry = u64_at(24)?;
+    let phoff = u64_at(32)? as usize;
+    let phentsize = u16_at(54)? as usize;
+    let phnum = u16_at(56)? as usize;
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let p_type = u64_at(ph)? & 0xffff_ffff;
+        if p_type != 1 {
+            continue;
+        }
+        let offset = u64_at(ph + 8)? as usize;
+        let paddr = u64_at(ph + 24)?;
+        let filesz = u64_at(ph + 32)? as usize;
+        let memsz = u64_at(ph + 40)?;
+        if paddr < KERNEL_LOAD_GPA || paddr + memsz > ram.size() {
+            return Err(bad("segment outside guest RAM"));
+        }
+        let bytes = image
+            .get(offset..offset + filesz)
+            .ok_or(bad("segment beyond end of file"))?;
+        // Guest RAM is fresh anonymous memory: the bss is already zero.
+        ram.write_bytes(paddr, bytes)
+            .map_err(|_| bad("segment outside guest RAM"))?;
+    }
+    Ok(entry)
+}
+
+/// Builds the boot page tables: the direct map and the kernel-image map of
+/// all guest RAM with 2 MiB pages, U=1 (PLATFORM.md). The user PGD (the
+/// kernel PGD + 4 KiB) starts empty. Returns the kernel PGD's GPA.
+pub fn build_page_tables(ram: &GuestRam) -> Result<u64, VmmError> {
+    let bad = |_| VmmError::KernelImage("boot page tables outside guest RAM");
+    let kernel_pgd = BOOT_PGD_GPA;
+    let direct_pdpt = kernel_pgd + 2 * PAGE_SIZE;
+    let kernel_pdpt = direct_pdpt + PAGE_SIZE;
+    let first_pd = kernel_pdpt + PAGE_SIZE;
+    let gib = 1u64 << 30;
+    let pds = ram.size().div_ceil(gib);
+    assert!(first_pd + pds * PAGE_SIZE <= BOOT_PT_END_GPA);
+    let table = PRESENT | WRITABLE | USER;
+    for pd in 0..pds {
+        let pd_gpa = first_pd + pd * PAGE_SIZE;
+        let mut entries = [0u8; 4096];
+        for (i, e) in entries.chunks_exact_mut(8).enumerate() {
+            let gpa = pd * gib + i as u64 * LARGE_PAGE_SIZE;
+            if gpa < ram.size() {
+                e.copy_from_slice(&(gpa | table | HUGE).to_le_bytes());
+            }
+        }
+        ram.write_bytes(pd_gpa, &entries).map_err(bad)?;
+        // Direct map: PDPT slot `pd`; kernel map: the top 2 GiB.
+        ram.write::<u64>(direct_pdpt + pd * 8, pd_gpa | table)
+            .map_err(bad)?;
+        let kslot = ((KERNEL_BASE >> 30) & 0x1ff) + pd;
+        ram.write::<u64>(kernel_pdpt + kslot * 8, pd_gpa | table)
+            .map_err(bad)?;
+    }
+    let slot = |va| pml4_slot(va) as u64 * 8;
+    ram.write::<u64>(kernel_pgd + slot(DIRECT_MAP), direct_pdpt | table)
+        .map_err(bad)?;
+    ram.write::<u64>(kernel_pgd + slot(KERNEL_BASE), kernel_pdpt | table)
+        .map_err(bad)?;
+    Ok(kernel_pgd)
+}
+
+/// Copies the program, argv, envp and execfn to the top of guest RAM and
+/// writes `BootInfo`.
+pub fn write_boot_info(
+    ram: &GuestRam,
+    program: &Program<'_>,
+    log_level: LogLevel,
+    ids: [u32; 4],
+) -> Result<(), VmmError> {
+    let join = |v: &[String]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for s in v {
+            out.extend_from_slice(s.as_bytes());
+            out.push(0);
+        }
+        out
+    };
+    let argv = join(program.argv);
+    let envp = join(program.envp);
+    let mut execfn = program.execfn.as_bytes().to_vec();
+    execfn.push(0);
+    let parts: [&[u8]; 4] = [program.image, &argv, &envp, &execfn];
+    let total: u64 = parts
+        .iter()
+        .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))
+        .sum();
+    // Leave at least half of RAM to the kernel and the program.
+    if total > ram.size() / 2 {
+        return Err(VmmError::BootDataTooBig(total));
+    }
+    let start = (ram.size() - total) & !(PAGE_SIZE - 1);
+    let mut at = start;
+    let mut place = |bytes: &[u8]| -> Result<IoVec, VmmError> {
+        ram.write_bytes(at, bytes)
+            .map_err(|_| VmmError::BootDataTooBig(total))?;
+        let v = IoVec {
+            gpa: at,
+            len: bytes.len() as u64,
+        };
+        at += (bytes.len() as u64).next_multiple_of(PAGE_SIZE);
+        Ok(v)
+    };
+    let image = place(program.image)?;
+    let argv_v = place(&argv)?;
+    let envp_v = place(&envp)?;
+    let execfn_v = place(&execfn)?;
+    let stdio = crate::stdio::facts();
+    let mut seed = [0u64; 4];
+    for s in &mut seed {
+        *s = random_u64();
+    }
+    let info = BootInfo {
+        magic: BOOT_MAGIC,
+        abi_version: ABI_VERSION,
+        mem_size: ram.size(),
+        boot_data_gpa: start,
+        program: image,
+        argv: argv_v,
+        argc: program.argv.len() as u64,
+        envp: envp_v,
+        envc: program.envp.len() as u64,
+        execfn: execfn_v,
+        log_level,
+        seed,
+        ids,
+        stdio_mode: stdio.mode,
+        tty_mask: stdio.tty_mask,
+        winsize: stdio.winsize,
+        termios: stdio.termios,
+    };
+    ram.write(BOOT_INFO_GPA, info)
+        .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))
+}
+
+fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: getrandom writes at most buf.len() bytes into the valid buffer.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != 8 {
+        // getrandom(2) cannot fail for 8 bytes after boot; fall back to time.
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+    }
+    u64::from_le_bytes(buf)
+}

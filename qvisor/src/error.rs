@@ -1,0 +1,61 @@
+//! Errors of the VMM.
+
+use thiserror::Error;
+
+/// Everything that can stop a sandbox from being created or run.
+#[derive(Debug, Error)]
+pub enum VmmError {
+    /// `/dev/kvm` could not be used.
+    #[error("cannot use /dev/kvm")]
+    Kvm(#[source] kvm_ioctls::Error),
+    /// Guest RAM could not be mapped.
+    #[error("cannot allocate {0} bytes of guest memory")]
+    Memory(u64),
+    /// The requested memory size is outside what the guest supports.
+    #[error("memory size {0} bytes is out of range ({1}..={2})")]
+    MemorySize(u64, u64, u64),
+    /// The embedded guest kernel image is unusable (a build problem).
+    #[error("bad guest kernel image: {0}")]
+    KernelImage(&'static str),
+    /// The program could not be read.
+    #[error("{path}: {source}")]
+    ProgramIo {
+        /// The program path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The program is not something we can run.
+    #[error("{path}: {reason}")]
+    BadProgram {
+        /// The program path.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The boot data (program, argv, env) does not fit guest memory.
+    #[error("program, arguments and environment ({0} bytes) do not fit in guest memory")]
+    BootDataTooBig(u64),
+    /// The guest kernel could not boot.
+    #[error("guest kernel failed to boot: {0}")]
+    Boot(String),
+    /// The guest kernel panicked.
+    #[error("guest kernel panic: {0}")]
+    GuestPanic(String),
+    /// The vCPU stopped in a way the VMM cannot continue from.
+    #[error("vCPU failed: {0}")]
+    Vcpu(String),
+}
+
+impl VmmError {
+    /// The exit status a shell would use for this error: 127 for a missing
+    /// program, 126 for one that cannot be executed, 1 otherwise.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            Self::ProgramIo { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
+            Self::ProgramIo { .. } | Self::BadProgram { .. } => 126,
+            _ => 1,
+        }
+    }
+}

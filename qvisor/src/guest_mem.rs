@@ -1,0 +1,161 @@
+//! Guest RAM and bounds-checked access to it.
+//!
+//! Guest memory is untrusted input: every access goes through a range check
+//! against guest RAM; nothing here turns a guest address into a Rust
+//! reference. Raw host pointers leave this module only as `libc::iovec`s
+//! for vectored host I/O, after the check.
+
+use qlib::abi::{HelloReply, HostCall, IoVec, PollFd};
+use vm_memory::{
+    ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap,
+};
+
+use crate::error::VmmError;
+
+/// A guest address range was outside guest RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRange;
+
+/// Plain-data wrapper so ABI structs can be read from guest memory.
+#[derive(Clone, Copy, Default)]
+#[repr(transparent)]
+pub struct Pod<T>(pub T);
+
+// SAFETY: HostCall is repr(C), made only of u64/i64 fields (no padding), and
+// every bit pattern is a valid value.
+unsafe impl ByteValued for Pod<HostCall> {}
+// SAFETY: u64 has no padding and no invalid bit patterns.
+unsafe impl ByteValued for Pod<u64> {}
+// SAFETY: IoVec is repr(C) with two u64 fields; any bit pattern is valid.
+unsafe impl ByteValued for Pod<IoVec> {}
+// SAFETY: HelloReply is repr(C) with two u64 fields; any bit pattern is valid.
+unsafe impl ByteValued for Pod<HelloReply> {}
+// SAFETY: PollFd is repr(C) (i32, i16, i16: no padding); any bit pattern is valid.
+unsafe impl ByteValued for Pod<PollFd> {}
+// SAFETY: BootInfo is repr(C) of u64 fields, IoVecs and arrays of u64/u32 with
+// an even number of u32s (no padding); any bit pattern is valid.
+unsafe impl ByteValued for Pod<qlib::abi::BootInfo> {}
+
+/// The sandbox's guest RAM: one anonymous `MAP_NORESERVE` mapping at GPA 0.
+pub struct GuestRam {
+    mem: GuestMemoryMmap<()>,
+    size: u64,
+    base: u64,
+}
+
+impl GuestRam {
+    /// Maps `size` bytes of guest RAM.
+    pub fn new(size: u64) -> Result<Self, VmmError> {
+        let len = usize::try_from(size).map_err(|_| VmmError::Memory(size))?;
+        let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), len)])
+            .map_err(|_| VmmError::Memory(size))?;
+        let base = mem
+            .get_host_address(GuestAddress(0))
+            .map_err(|_| VmmError::Memory(size))? as u64;
+        Ok(Self { mem, size, base })
+    }
+
+    /// Bytes of guest RAM.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Host address of GPA 0 (for `KVM_SET_USER_MEMORY_REGION`).
+    pub fn host_base(&self) -> u64 {
+        self.base
+    }
+
+    fn check(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
+        match gpa.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(BadRange),
+        }
+    }
+
+    /// Reads a plain-data object.
+    pub fn read<T>(&self, gpa: u64) -> Result<T, BadRange>
+    where
+        Pod<T>: ByteValued,
+    {
+        self.check(gpa, size_of::<T>() as u64)?;
+        self.mem
+            .read_obj::<Pod<T>>(GuestAddress(gpa))
+            .map(|p| p.0)
+            .map_err(|_| BadRange)
+    }
+
+    /// Writes a plain-data object.
+    pub fn write<T>(&self, gpa: u64, value: T) -> Result<(), BadRange>
+    where
+        Pod<T>: ByteValued,
+    {
+        self.check(gpa, size_of::<T>() as u64)?;
+        self.mem
+            .write_obj(Pod(value), GuestAddress(gpa))
+            .map_err(|_| BadRange)
+    }
+
+    /// Reads bytes.
+    pub fn read_bytes(&self, gpa: u64, buf: &mut [u8]) -> Result<(), BadRange> {
+        self.check(gpa, buf.len() as u64)?;
+        self.mem
+            .read_slice(buf, GuestAddress(gpa))
+            .map_err(|_| BadRange)
+    }
+
+    /// Writes bytes.
+    pub fn write_bytes(&self, gpa: u64, buf: &[u8]) -> Result<(), BadRange> {
+        self.check(gpa, buf.len() as u64)?;
+        self.mem
+            .write_slice(buf, GuestAddress(gpa))
+            .map_err(|_| BadRange)
+    }
+
+    /// Reads `count` iovecs at `gpa` (capped by `qlib::abi::MAX_IOVECS`) and
+    /// turns them into host iovecs after checking every range.
+    pub fn host_iovecs(&self, gpa: u64, count: u64) -> Result<Vec<libc::iovec>, BadRange> {
+        if count > qlib::abi::MAX_IOVECS {
+            return Err(BadRange);
+        }
+        let base = self.host_base();
+        let mut out = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let v: IoVec = self.read(gpa + i * size_of::<IoVec>() as u64)?;
+            self.check(v.gpa, v.len)?;
+            out.push(libc::iovec {
+                iov_base: (base + v.gpa) as *mut libc::c_void,
+                iov_len: v.len as usize,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reads a guest iovec list of page-aligned ranges, checked.
+    pub fn ranges(&self, gpa: u64, count: u64) -> Result<Vec<IoVec>, BadRange> {
+        if count > qlib::abi::MAX_IOVECS {
+            return Err(BadRange);
+        }
+        (0..count)
+            .map(|i| {
+                let v: IoVec = self.read(gpa + i * size_of::<IoVec>() as u64)?;
+                self.check(v.gpa, v.len)?;
+                Ok(v)
+            })
+            .collect()
+    }
+
+    /// Drops the host memory behind a checked, page-aligned range; it reads
+    /// back as zeros.
+    pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
+        self.check(gpa, len)?;
+        if gpa % 4096 != 0 || len % 4096 != 0 {
+            return Err(BadRange);
+        }
+        let addr = (self.host_base() + gpa) as *mut libc::c_void;
+        // SAFETY: the range lies inside our private anonymous guest-RAM
+        // mapping (checked above); MADV_DONTNEED on it only makes the guest
+        // see zero pages, it cannot affect any Rust object.
+        let rc = unsafe { libc::madvise(addr, len as usize, libc::MADV_DONTNEED) };
+        if rc == 0 { Ok(()) } else { Err(BadRange) }
+    }
+}

@@ -1,0 +1,198 @@
+//! Serving host calls (`qlib::abi`). Every guest address is checked by
+//! `GuestRam` before use; a bad one gets `-EFAULT`, never a VMM panic.
+
+use std::io::Write;
+use std::time::Duration;
+
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, PollFd};
+
+use crate::guest_mem::{BadRange, GuestRam};
+
+/// What the vCPU loop does after a host call.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Resume the guest.
+    Resume,
+    /// The program exited with this status.
+    Exit(i32),
+    /// The guest kernel panicked.
+    Panic(String),
+    /// The guest kernel could not boot.
+    BootError(String),
+}
+
+/// Host-call state of one sandbox.
+pub struct HostCalls<'a> {
+    ram: &'a GuestRam,
+    log_level: u64,
+    /// Number of calls served (for the bench).
+    pub count: u64,
+}
+
+const EFAULT: i64 = -(libc::EFAULT as i64);
+const EINVAL: i64 = -(libc::EINVAL as i64);
+const EBADF: i64 = -(libc::EBADF as i64);
+const ENOSYS: i64 = -(libc::ENOSYS as i64);
+/// Longest log or panic message accepted from the guest.
+const MAX_MESSAGE: u64 = 4096;
+
+impl<'a> HostCalls<'a> {
+    /// Host calls over `ram`, printing guest log lines up to `log_level`.
+    pub fn new(ram: &'a GuestRam, log_level: u64) -> Self {
+        Self {
+            ram,
+            log_level,
+            count: 0,
+        }
+    }
+
+    /// Serves the call whose record is at `gpa`.
+    pub fn serve(&mut self, gpa: u64) -> Outcome {
+        self.count += 1;
+        let Ok(mut req) = self.ram.read::<HostCall>(gpa) else {
+            log::warn!("host call record at {gpa:#x} is outside guest RAM");
+            return Outcome::Resume;
+        };
+        let a = req.args;
+        let ret = match Call::from_u64(req.call) {
+            Some(Call::Hello) => self.hello(a[0], a[1]),
+            Some(Call::Exit) => return Outcome::Exit(a[0] as i32),
+            Some(Call::Writev) => self.stdio(a[0], a[1], a[2], true),
+            Some(Call::Readv) => self.stdio(a[0], a[1], a[2], false),
+            Some(Call::Log) => self.log(a[0], a[1], a[2]),
+            Some(Call::Panic) => return Outcome::Panic(self.message(a[1], a[2])),
+            Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
+            Some(Call::Sleep) => {
+                std::thread::sleep(Duration::from_nanos(a[0]));
+                0
+            }
+            Some(Call::Reclaim) => self.reclaim(a[0], a[1]),
+            Some(Call::Poll) => self.poll(a[0], a[1], a[2] as i64),
+            None => ENOSYS,
+        };
+        req.ret = ret;
+        if self.ram.write(gpa, req).is_err() {
+            log::warn!("host call record at {gpa:#x} is outside guest RAM");
+        }
+        Outcome::Resume
+    }
+
+    fn hello(&self, version: u64, reply: u64) -> i64 {
+        if version != ABI_VERSION {
+            return -(libc::EPROTO as i64);
+        }
+        let now = |clock| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: ts is a valid timespec for clock_gettime to fill.
+            unsafe { libc::clock_gettime(clock, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let r = HelloReply {
+            realtime_ns: now(libc::CLOCK_REALTIME),
+            monotonic_ns: now(libc::CLOCK_MONOTONIC),
+        };
+        match self.ram.write(reply, r) {
+            Ok(()) => 0,
+            Err(BadRange) => EFAULT,
+        }
+    }
+
+    fn stdio(&self, fd: u64, iov: u64, count: u64, write: bool) -> i64 {
+        let allowed = if write { fd == 1 || fd == 2 } else { fd == 0 };
+        if !allowed {
+            return EBADF;
+        }
+        let Ok(iovecs) = self.ram.host_iovecs(iov, count) else {
+            return EFAULT;
+        };
+        // SAFETY: every iovec was checked to lie inside guest RAM, which stays
+        // mapped for the life of `self.ram`; the guest may race on the bytes,
+        // which only affects what is read or written.
+        let n = unsafe {
+            if write {
+                libc::writev(fd as i32, iovecs.as_ptr(), iovecs.len() as i32)
+            } else {
+                libc::readv(fd as i32, iovecs.as_ptr(), iovecs.len() as i32)
+            }
+        };
+        if n < 0 { -(errno() as i64) } else { n as i64 }
+    }
+
+    fn message(&self, gpa: u64, len: u64) -> String {
+        let mut buf = vec![0u8; len.min(MAX_MESSAGE) as usize];
+        match self.ram.read_bytes(gpa, &mut buf) {
+            Ok(()) => String::from_utf8_lossy(&buf).into_owned(),
+            Err(BadRange) => format!("(message at {gpa:#x}+{len} is outside guest RAM)"),
+        }
+    }
+
+    fn log(&self, level: u64, gpa: u64, len: u64) -> i64 {
+        if level == 0 || level > self.log_level {
+            return 0;
+        }
+        let text = self.message(gpa, len);
+        let name = ["", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"]
+            .get(level as usize)
+            .unwrap_or(&"TRACE");
+        let _ = writeln!(std::io::stderr(), "[qkernel {name}] {text}");
+        0
+    }
+
+    fn reclaim(&self, iov: u64, count: u64) -> i64 {
+        let Ok(ranges) = self.ram.ranges(iov, count) else {
+            return EFAULT;
+        };
+        let mut total = 0i64;
+        for r in ranges {
+            if self.ram.discard(r.gpa, r.len).is_err() {
+                return EINVAL;
+            }
+            total += r.len as i64;
+        }
+        total
+    }
+
+    fn poll(&self, gpa: u64, count: u64, timeout_ms: i64) -> i64 {
+        if count > 3 {
+            return EINVAL;
+        }
+        let mut fds = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let Ok(p) = self.ram.read::<PollFd>(gpa + i * 8) else {
+                return EFAULT;
+            };
+            if !(0..=2).contains(&p.fd) {
+                return EBADF;
+            }
+            fds.push(libc::pollfd {
+                fd: p.fd,
+                events: p.events,
+                revents: 0,
+            });
+        }
+        let timeout = timeout_ms.clamp(-1, i32::MAX as i64) as i32;
+        // SAFETY: fds is a valid array of `fds.len()` pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if n < 0 {
+            return -(errno() as i64);
+        }
+        for (i, p) in fds.iter().enumerate() {
+            let out = PollFd {
+                fd: p.fd,
+                events: p.events,
+                revents: p.revents,
+            };
+            if self.ram.write(gpa + i as u64 * 8, out).is_err() {
+                return EFAULT;
+            }
+        }
+        n as i64
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}

@@ -1,0 +1,112 @@
+//! `qvisor`: the VMM. One host process per sandbox: the KVM VM, guest RAM,
+//! the vCPU thread and the host calls of the guest kernel (`qkernel`).
+//!
+//! `qrun` runs a sandbox with [`Sandbox::run`].
+
+mod boot;
+mod error;
+mod guest_mem;
+mod hostcall;
+mod program;
+mod stdio;
+mod vcpu;
+
+use kvm_bindings::kvm_userspace_memory_region;
+use kvm_ioctls::Kvm;
+
+pub use crate::error::VmmError;
+pub use crate::program::read_program;
+use crate::boot::Program;
+use crate::guest_mem::GuestRam;
+use crate::hostcall::HostCalls;
+
+/// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
+static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));
+
+/// Default guest RAM: 256 MiB.
+pub const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Bytes of guest RAM.
+    pub memory: u64,
+    /// The program path on the host.
+    pub program: String,
+    /// argv, `argv[0]` included.
+    pub argv: Vec<String>,
+    /// `KEY=VALUE` strings.
+    pub env: Vec<String>,
+    /// Guest kernel log level forwarded to stderr (0 off .. 5 trace).
+    pub log_level: u64,
+}
+
+/// What a finished sandbox reports.
+#[derive(Debug, Clone, Copy)]
+pub struct RunReport {
+    /// The program's exit status as a shell reports it.
+    pub status: i32,
+    /// Host calls the guest made.
+    pub host_calls: u64,
+}
+
+/// A sandbox: a VM running one program.
+pub struct Sandbox;
+
+impl Sandbox {
+    /// Boots a sandbox for `config` and runs it to completion.
+    pub fn run(config: &SandboxConfig) -> Result<RunReport, VmmError> {
+        use qlib::layout::{MAX_MEM, MIN_MEM};
+        if !(MIN_MEM..=MAX_MEM).contains(&config.memory) {
+            return Err(VmmError::MemorySize(config.memory, MIN_MEM, MAX_MEM));
+        }
+        let image = read_program(&config.program)?;
+        let kvm = Kvm::new().map_err(VmmError::Kvm)?;
+        let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
+        let ram = GuestRam::new(config.memory)?;
+        let region = kvm_userspace_memory_region {
+            slot: 0,
+            flags: 0,
+            guest_phys_addr: 0,
+            memory_size: ram.size(),
+            userspace_addr: ram.host_base(),
+        };
+        // SAFETY: the region is our own guest-RAM mapping, which outlives the
+        // VM (both live until this function returns, `vm` dropped first).
+        unsafe { vm.set_user_memory_region(region) }.map_err(VmmError::Kvm)?;
+
+        let entry = boot::load_kernel(&ram, KERNEL_IMAGE)?;
+        let cr3 = boot::build_page_tables(&ram)?;
+        let program = Program {
+            image: &image,
+            argv: &config.argv,
+            envp: &config.env,
+            execfn: &config.program,
+        };
+        boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
+
+        let mut vcpu = vm.create_vcpu(0).map_err(VmmError::Kvm)?;
+        if let Ok(cpuid) = kvm.get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES) {
+            // Optional on this hypervisor (PLATFORM.md); ignore a refusal.
+            let _ = vcpu.set_cpuid2(&cpuid);
+        }
+        vcpu::set_boot_state(&vcpu, entry, cr3)?;
+        let mut calls = HostCalls::new(&ram, config.log_level);
+        // The vCPU runs on a thread of its own; this thread will serve the
+        // control socket and signals once there are any.
+        let status = std::thread::scope(|s| {
+            s.spawn(|| vcpu::run(&mut vcpu, &mut calls))
+                .join()
+                .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()))?
+        })?;
+        Ok(RunReport {
+            status,
+            host_calls: calls.count,
+        })
+    }
+}
+
+fn host_ids() -> [u32; 4] {
+    // SAFETY: these getters have no preconditions and cannot fail.
+    unsafe { [libc::getuid(), libc::geteuid(), libc::getgid(), libc::getegid()] }
+}

@@ -1,0 +1,98 @@
+//! The vCPU: boot state (PLATFORM.md) and the run loop.
+//!
+//! ```text
+//!   Running --KVM_RUN exit: host call--> Serving --Resume--> Running
+//!      |                                    |
+//!      |                                    +--Exit/Panic/BootError--> Stopped
+//!      +--shutdown / internal error / unexpected exit--> Stopped(error)
+//! ```
+
+use kvm_bindings::{kvm_segment, kvm_sregs};
+use kvm_ioctls::{VcpuExit, VcpuFd};
+use qlib::abi::HOSTCALL_PORT;
+
+use crate::error::VmmError;
+use crate::hostcall::{HostCalls, Outcome};
+
+/// Boot control registers (PLATFORM.md, "How to get into native mode").
+const EFER: u64 = 0xD01;
+const CR0: u64 = 0x8005_0033;
+const CR4: u64 = 0x1_0620;
+
+fn segment(selector: u16, code: bool) -> kvm_segment {
+    kvm_segment {
+        base: 0,
+        limit: 0xffff_ffff,
+        selector,
+        type_: if code { 0xb } else { 0x3 },
+        present: 1,
+        dpl: 0,
+        db: u8::from(!code),
+        s: 1,
+        l: u8::from(code),
+        g: 1,
+        avl: 0,
+        unusable: 0,
+        padding: 0,
+    }
+}
+
+/// Puts the vCPU in 64-bit mode at `entry` with `cr3` as page tables.
+pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmError> {
+    let mut sregs: kvm_sregs = vcpu.get_sregs().map_err(VmmError::Kvm)?;
+    sregs.cs = segment(0x10, true);
+    let data = segment(0x18, false);
+    sregs.ds = data;
+    sregs.es = data;
+    sregs.fs = data;
+    sregs.gs = data;
+    sregs.ss = data;
+    sregs.efer = EFER;
+    sregs.cr0 = CR0;
+    sregs.cr4 = CR4;
+    sregs.cr3 = cr3;
+    vcpu.set_sregs(&sregs).map_err(VmmError::Kvm)?;
+    let regs = kvm_bindings::kvm_regs {
+        rip: entry,
+        rflags: 2,
+        ..Default::default()
+    };
+    vcpu.set_regs(&regs).map_err(VmmError::Kvm)
+}
+
+/// Runs the vCPU until the program exits; returns its status.
+pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError> {
+    loop {
+        let exit = vcpu
+            .run()
+            .map_err(|e| VmmError::Vcpu(format!("KVM_RUN: {e}")))?;
+        let gpa = match exit {
+            VcpuExit::IoOut(HOSTCALL_PORT, data) if data.len() == 4 => {
+                u64::from(u32::from_le_bytes(data.try_into().expect("4 bytes")))
+            }
+            VcpuExit::IoOut(port, _) | VcpuExit::IoIn(port, _) => {
+                return Err(VmmError::Vcpu(format!("port I/O to unknown port {port:#x}")));
+            }
+            VcpuExit::Shutdown => {
+                let rip = vcpu.get_regs().map(|r| r.rip).unwrap_or(0);
+                return Err(VmmError::Vcpu(format!(
+                    "guest shut down (triple fault) at rip {rip:#x}"
+                )));
+            }
+            VcpuExit::Hlt => return Err(VmmError::Vcpu("guest halted".into())),
+            VcpuExit::InternalError => {
+                let rip = vcpu.get_regs().map(|r| r.rip).unwrap_or(0);
+                return Err(VmmError::Vcpu(format!(
+                    "KVM internal error at rip {rip:#x} (an instruction the emulator refuses?)"
+                )));
+            }
+            other => return Err(VmmError::Vcpu(format!("unexpected exit {other:?}"))),
+        };
+        match calls.serve(gpa) {
+            Outcome::Resume => {}
+            Outcome::Exit(status) => return Ok(status),
+            Outcome::Panic(msg) => return Err(VmmError::GuestPanic(msg)),
+            Outcome::BootError(msg) => return Err(VmmError::Boot(msg)),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! `qrun do`: run a program from the host filesystem in a fresh sandbox,
+//! like `runsc do`.
+
+use qvisor::{DEFAULT_MEMORY, Sandbox, SandboxConfig};
+
+use super::size::parse_size;
+
+/// Runs `qrun do ARGS`; returns the exit status.
+pub fn run(args: &[String], debug: bool) -> i32 {
+    let config = match parse(args, debug) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("qrun do: {msg}");
+            return 2;
+        }
+    };
+    let stats = args.iter().any(|a| a == "--stats");
+    let start = std::time::Instant::now();
+    match Sandbox::run(&config) {
+        Ok(report) => {
+            if stats {
+                eprintln!(
+                    "qrun: status {} in {:.3} ms, {} host calls",
+                    report.status,
+                    start.elapsed().as_secs_f64() * 1e3,
+                    report.host_calls
+                );
+            }
+            report.status
+        }
+        Err(e) => {
+            eprintln!("qrun: {e}");
+            e.exit_status()
+        }
+    }
+}
+
+fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
+    let mut memory = DEFAULT_MEMORY;
+    let mut env = Vec::new();
+    let mut it = args.iter();
+    let mut rest = Vec::new();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--memory" => {
+                let v = it.next().ok_or("--memory needs a size")?;
+                memory = parse_size(v)?;
+            }
+            "--env" => {
+                let v = it.next().ok_or("--env needs K=V")?;
+                if !v.contains('=') {
+                    return Err(format!("--env '{v}': expected K=V"));
+                }
+                env.push(v.clone());
+            }
+            "--stats" => {}
+            "--" => {
+                rest.extend(it.by_ref().cloned());
+            }
+            s if s.starts_with('-') => return Err(format!("unknown option '{s}'")),
+            _ => {
+                rest.push(a.clone());
+                rest.extend(it.by_ref().cloned());
+            }
+        }
+    }
+    let program = rest.first().cloned().ok_or("no program given")?;
+    Ok(SandboxConfig {
+        memory,
+        program,
+        argv: rest,
+        env,
+        log_level: if debug { 4 } else { 0 },
+    })
+}

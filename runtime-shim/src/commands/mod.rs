@@ -1,0 +1,4 @@
+//! One module per `qrun` command.
+
+pub mod do_cmd;
+mod size;

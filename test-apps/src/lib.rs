@@ -1,0 +1,91 @@
+//! Static Linux x86-64 test programs for the compatibility tests.
+//!
+//! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2` and the
+//! `rust-hello` crate for `x86_64-unknown-linux-musl`, into `$OUT_DIR/bin`.
+//! Each program prints the same bytes on every run (no pids, addresses or
+//! times), so a native run and a sandboxed run can be compared byte for
+//! byte:
+//!
+//! ```no_run
+//! let hello = test_apps::path("hello");
+//! assert!(hello.is_file());
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Every program `build.rs` produces, by name.
+pub const ALL: &[&str] = &[
+    "args_env",
+    "clocks",
+    "exit_code",
+    "hello",
+    "malloc_stress",
+    "reclaim_probe",
+    "rust-hello",
+    "segfault",
+    "sysinfo",
+    "touch_mem",
+];
+
+/// The directory holding the built programs.
+pub fn bin_dir() -> &'static Path {
+    Path::new(concat!(env!("OUT_DIR"), "/bin"))
+}
+
+/// The absolute path of the program `name` (one of [`ALL`]).
+///
+/// # Panics
+///
+/// If `name` is not in [`ALL`]: a typo should fail loudly, not as a
+/// confusing "program not found" from the runtime under test.
+pub fn path(name: &str) -> PathBuf {
+    assert!(
+        ALL.contains(&name),
+        "unknown test program {name:?}; known: {ALL:?}"
+    );
+    bin_dir().join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn every_program_is_built_and_executable() {
+        for name in ALL {
+            let p = path(name);
+            let meta = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(meta.is_file(), "{} is not a file", p.display());
+            assert_ne!(
+                meta.permissions().mode() & 0o111,
+                0,
+                "{} is not executable",
+                p.display()
+            );
+        }
+    }
+
+    #[test]
+    fn every_c_source_is_listed() {
+        let c_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("c");
+        for entry in std::fs::read_dir(&c_dir).expect("test-apps/c is readable") {
+            let p = entry.expect("directory entry is readable").path();
+            if p.extension().is_some_and(|e| e == "c") {
+                let stem = p
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .expect("UTF-8 file name");
+                assert!(ALL.contains(&stem), "{stem} is built but missing from ALL");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "unknown test program")]
+    fn unknown_name_panics() {
+        let _ = path("no-such-program");
+    }
+}
