@@ -93,8 +93,8 @@ mod kernel {
         }
         let info = BOOT_INFO.call_once(|| info);
         trap::set_platform(platform);
-        let stack_top = arch::entry::boot_stack_top();
-        arch::cpu::init(stack_top);
+        arch::entry::boot_stack_top();
+        arch::cpu::init();
         mm::heap::init();
         klog::init(info.log_level);
         if let Err(msg) = time::init(platform) {

@@ -58,11 +58,12 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
     }
 }
 
-/// Called by the exception stubs. Returns 0 to return to kernel mode with
-/// `iretq`, 1 to return to user mode through the trampoline.
+/// Called by the exception stubs; `from_user` comes from the stack the
+/// exception arrived on. From user mode the entry code always leaves
+/// through the trampoline, which is prepared here.
 #[unsafe(no_mangle)]
-extern "C" fn exception_handler(frame: &mut TrapFrame) -> u64 {
-    let from_user = frame.cs & 3 == 3;
+extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
+    let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
     if !from_user {
         let cr2 = if frame.vector == 14 { platform.fault_address() } else { 0 };
@@ -88,5 +89,4 @@ extern "C" fn exception_handler(frame: &mut TrapFrame) -> u64 {
         v => kill(SIGSEGV, frame, if v == 13 { "general protection" } else { "exception" }, 0),
     }
     process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
-    1
 }

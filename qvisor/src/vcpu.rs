@@ -74,16 +74,16 @@ pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError
                 return Err(VmmError::Vcpu(format!("port I/O to unknown port {port:#x}")));
             }
             VcpuExit::Shutdown => {
-                let rip = vcpu.get_regs().map(|r| r.rip).unwrap_or(0);
                 return Err(VmmError::Vcpu(format!(
-                    "guest shut down (triple fault) at rip {rip:#x}"
+                    "guest shut down (triple fault): {}",
+                    describe(vcpu)
                 )));
             }
             VcpuExit::Hlt => return Err(VmmError::Vcpu("guest halted".into())),
             VcpuExit::InternalError => {
-                let rip = vcpu.get_regs().map(|r| r.rip).unwrap_or(0);
                 return Err(VmmError::Vcpu(format!(
-                    "KVM internal error at rip {rip:#x} (an instruction the emulator refuses?)"
+                    "KVM internal error (an instruction the emulator refuses?): {}",
+                    describe(vcpu)
                 )));
             }
             other => return Err(VmmError::Vcpu(format!("unexpected exit {other:?}"))),
@@ -95,4 +95,14 @@ pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError
             Outcome::BootError(msg) => return Err(VmmError::Boot(msg)),
         }
     }
+}
+
+/// The vCPU state worth printing when the guest dies.
+fn describe(vcpu: &VcpuFd) -> String {
+    let regs = vcpu.get_regs().unwrap_or_default();
+    let sregs = vcpu.get_sregs().unwrap_or_default();
+    format!(
+        "rip {:#x} rsp {:#x} rflags {:#x} cs {:#x} cr2 {:#x} cr3 {:#x}",
+        regs.rip, regs.rsp, regs.rflags, sregs.cs.selector, sregs.cr2, sregs.cr3
+    )
 }

@@ -1,7 +1,7 @@
 //! The first instructions. They run in KVM's emulator (~1 µs each) until
 //! the native-mode opt-in, so this path is short and avoids every
 //! instruction the emulator refuses (PLATFORM.md): load the GDT, reload CS,
-//! install a #GP gate for the probe, set STAR/LSTAR, probe MSR 0x4b564d11,
+//! install a #GP gate for the probe, load the TSS, set STAR/LSTAR, probe MSR 0x4b564d11,
 //! opt in with MSR 0x4b564d10, then call `kmain(native)` on the boot stack.
 
 use core::arch::global_asm;
@@ -53,6 +53,26 @@ _start:
     mov dword ptr [rdi + 8], eax
     lidt [rip + BOOT_IDT_PTR]
 
+    /* The TSS (RSP0 = the user entry stack) and its descriptor at 0x40,
+       loaded before the opt-in as the hypervisor expects. */
+    lea rax, [rip + ENTRY_STACKS + 4096]
+    lea rdi, [rip + KERNEL_TSS]
+    mov [rdi + 4], rax
+    mov rax, rdi
+    lea rsi, [rip + GDT + 0x40]
+    mov word ptr [rsi], 103
+    mov word ptr [rsi + 2], ax
+    shr rax, 16
+    mov byte ptr [rsi + 4], al
+    mov byte ptr [rsi + 5], 0x89
+    mov byte ptr [rsi + 6], 0
+    mov byte ptr [rsi + 7], ah
+    shr rax, 16
+    mov dword ptr [rsi + 8], eax
+    mov dword ptr [rsi + 12], 0
+    mov ax, 0x40
+    ltr ax
+
     /* STAR: kernel CS 0x10, user base 0x23 (CS 0x33, SS 0x2b). LSTAR. */
     mov ecx, 0xC0000081
     xor eax, eax
@@ -96,7 +116,7 @@ boot_gp_handler:
 .section .rodata
 .align 16
 GDT_PTR:
-    .word GDT_END - GDT - 1
+    .word 10 * 8 - 1  /* GDT (cpu.rs): 10 quadwords */
     .quad GDT
 BOOT_IDT_PTR:
     .word 14 * 16 - 1

@@ -11,7 +11,6 @@ use super::entry::EXCEPTION_STUBS;
 pub const KERNEL_CS: u16 = 0x10;
 pub const USER_CS: u16 = 0x33;
 pub const USER_SS: u16 = 0x2b;
-const TSS_SELECTOR: u16 = 0x40;
 /// Double faults run on IST 1.
 const DF_IST: u8 = 1;
 
@@ -35,10 +34,6 @@ GDT_END:
 "#
 );
 
-unsafe extern "C" {
-    static mut GDT: [u64; 10];
-}
-
 /// The 64-bit TSS: 104 bytes, only RSP0 and IST1 used.
 #[repr(C, packed(4))]
 struct Tss {
@@ -52,8 +47,10 @@ struct Tss {
 }
 const _: () = assert!(core::mem::size_of::<Tss>() == 104);
 
+/// Loaded by the boot code (`boot.rs`) before the opt-in.
+#[unsafe(no_mangle)]
 #[unsafe(link_section = ".cpu_entry.data")]
-static mut TSS: Tss = Tss {
+static mut KERNEL_TSS: Tss = Tss {
     _reserved0: 0,
     rsp: [0; 3],
     _reserved1: 0,
@@ -70,8 +67,26 @@ struct Idt([u64; 512]);
 #[unsafe(link_section = ".cpu_entry.idt")]
 static mut IDT: Idt = Idt([0; 512]);
 
-const DF_STACK_SIZE: usize = 16 * 1024;
-static mut DF_STACK: [u8; DF_STACK_SIZE] = [0; DF_STACK_SIZE];
+/// The entry stacks. The hypervisor pushes the exception frame of an
+/// exception from user mode through the *user* PGD (measured: with RSP0 in
+/// kernel-only memory, delivery escalates to a triple fault), so RSP0 and
+/// IST1 point into these pages, which every user PGD maps. The entry code
+/// moves the frame to the kernel stack at once; nothing else lives here.
+#[repr(C, align(4096))]
+pub struct EntryStacks {
+    /// RSP0: exceptions from user mode.
+    pub user: [u8; 4096],
+    /// IST1: double faults.
+    pub double_fault: [u8; 4096],
+}
+
+/// The entry stacks (one vCPU).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".cpu_entry.stack")]
+pub static mut ENTRY_STACKS: EntryStacks = EntryStacks {
+    user: [0; 4096],
+    double_fault: [0; 4096],
+};
 
 #[repr(C, packed)]
 struct DescriptorPtr {
@@ -79,26 +94,15 @@ struct DescriptorPtr {
     base: u64,
 }
 
-/// Installs the TSS and the full IDT. `kernel_stack_top` receives
-/// exceptions from user mode (TSS.RSP0); it must be an upper-half address.
-pub fn init(kernel_stack_top: u64) {
+/// Completes the TSS (the boot code loaded it) and installs the full IDT.
+pub fn init() {
     // SAFETY: runs once at boot on the only vCPU, before anything else
     // reads these tables; the raw pointers come from statics.
     unsafe {
-        let tss = addr_of_mut!(TSS);
-        (*tss).rsp[0] = kernel_stack_top;
-        (*tss).ist[usize::from(DF_IST) - 1] = addr_of_mut!(DF_STACK) as u64 + DF_STACK_SIZE as u64;
-        let base = tss as u64;
-        let limit = (core::mem::size_of::<Tss>() - 1) as u64;
-        let low = (limit & 0xffff)
-            | ((base & 0xff_ffff) << 16)
-            | (0x89 << 40) // present, 64-bit available TSS
-            | (((limit >> 16) & 0xf) << 48)
-            | (((base >> 24) & 0xff) << 56);
-        let gdt = addr_of_mut!(GDT);
-        (*gdt)[8] = low;
-        (*gdt)[9] = base >> 32;
-        asm!("ltr {0:x}", in(reg) TSS_SELECTOR, options(nostack, preserves_flags));
+        let tss = addr_of_mut!(KERNEL_TSS);
+        let stacks = addr_of_mut!(ENTRY_STACKS) as u64;
+        (*tss).rsp[0] = stacks + 4096;
+        (*tss).ist[usize::from(DF_IST) - 1] = stacks + 8192;
 
         let idt = addr_of_mut!(IDT);
         for (vector, &stub) in EXCEPTION_STUBS.iter().enumerate() {

@@ -150,7 +150,31 @@ syscall_entry:
     mov rdi, rsp
     jmp return_via_iret
 
+/* An exception came from user mode iff we are on the user entry stack
+   (TSS.RSP0): decided by the stack, which the program cannot forge, not by
+   the saved CS, which sits in user-writable memory. From user mode, the
+   vector, error code and hardware frame move to the kernel stack before
+   anything else is saved, and CS/SS are forced to the user selectors. */
 exception_common:
+    push rax
+    lea rax, [rip + ENTRY_STACKS]
+    cmp rsp, rax
+    jb exc_from_kernel
+    lea rax, [rip + ENTRY_STACKS + 4096]
+    cmp rsp, rax
+    jae exc_from_kernel
+    mov rax, rsp
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    push qword ptr [rax + 56]
+    push qword ptr [rax + 48]
+    push qword ptr [rax + 40]
+    push qword ptr [rax + 32]
+    push qword ptr [rax + 24]
+    push qword ptr [rax + 16]
+    push qword ptr [rax + 8]
+    mov rax, [rax]
+    mov qword ptr [rsp + 24], 0x33
+    mov qword ptr [rsp + 48], 0x2b
     push rax
     push rbx
     push rcx
@@ -168,10 +192,32 @@ exception_common:
     push r15
     cld
     mov rdi, rsp
+    mov esi, 1
     call exception_handler
-    test rax, rax
-    jnz 1f
-    /* Back to kernel mode: a plain iretq. */
+    mov rdi, rsp
+    jmp return_via_iret
+
+exc_from_kernel:
+    pop rax
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    cld
+    mov rdi, rsp
+    xor esi, esi
+    call exception_handler
     pop r15
     pop r14
     pop r13
@@ -189,9 +235,6 @@ exception_common:
     pop rax
     add rsp, 16
     iretq
-1:
-    mov rdi, rsp
-    jmp return_via_iret
 
 /* rdi = &TrapFrame; TRAMP_FRAME already holds cr3, rax and the iret frame. */
 .global return_via_iret

@@ -44,10 +44,13 @@ unsafe extern "C" {
     static __cpu_entry_text: u8;
     static __cpu_entry_data: u8;
     static __cpu_entry_idt: u8;
+    static __cpu_entry_stack: u8;
 }
 
 /// Builds the user-PGD mapping of the `.cpu_entry` pages: the trampoline
-/// code (read, exec) and the GDT/TSS/trampoline stack and IDT (read-only).
+/// code (read, exec), the GDT/TSS/trampoline frame and IDT (read-only) and
+/// the entry stacks (read-write: the hypervisor pushes exception frames
+/// through the user PGD).
 pub fn init_entry_map() {
     ENTRY_MAP.call_once(|| {
         let pdpt = new_table();
@@ -56,6 +59,8 @@ pub fn init_entry_map() {
             (&raw const __cpu_entry_text as u64, 0),
             (&raw const __cpu_entry_data as u64, NO_EXEC),
             (&raw const __cpu_entry_idt as u64, NO_EXEC),
+            (&raw const __cpu_entry_stack as u64, NO_EXEC | WRITABLE),
+            (&raw const __cpu_entry_stack as u64 + 4096, NO_EXEC | WRITABLE),
         ];
         for (va, nx) in pages {
             let [_, i3, i2, i1] = indexes(va);

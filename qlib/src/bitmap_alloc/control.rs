@@ -162,7 +162,8 @@ impl ControlPage {
         if word == 0 {
             self.l1.store(l1 & !(1 << w), Relaxed);
         }
-        self.free_pages.store(self.free_pages.load(Relaxed) - 1, Relaxed);
+        self.free_pages
+            .store(self.free_pages.load(Relaxed) - 1, Relaxed);
         Some(w * 64 + b)
     }
 
@@ -177,7 +178,8 @@ impl ControlPage {
         }
         self.l2[w].store(word | bit, Relaxed);
         self.l1.store(self.l1.load(Relaxed) | (1 << w), Relaxed);
-        
+        self.free_pages
+            .store(self.free_pages.load(Relaxed) + 1, Relaxed);
         true
     }
 

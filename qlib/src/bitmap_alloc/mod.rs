@@ -63,8 +63,8 @@ use spin::Mutex;
 
 use control::ControlPage;
 use list::ChunkList;
-pub use owned::WINDOW_CHUNKS;
 use owned::OwnedChunks;
+pub use owned::WINDOW_CHUNKS;
 
 /// Bytes per page.
 pub const PAGE_SIZE: usize = 4096;
@@ -276,10 +276,12 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     pub fn inc_ref(&self, page: usize) -> Result<u16, AllocError> {
         let reader = Reader::enter(&self.readers);
         let (cp, _, index) = self.lookup(page, &reader)?;
-        match cp.refcount(index).fetch_update(Relaxed, Relaxed, |c| match c {
-            0 => None,
-            c => c.checked_add(1),
-        }) {
+        match cp
+            .refcount(index)
+            .fetch_update(Relaxed, Relaxed, |c| match c {
+                0 => None,
+                c => c.checked_add(1),
+            }) {
             Ok(old) => Ok(old + 1),
             Err(0) => Err(AllocError::NotAllocated),
             Err(_) => Err(AllocError::RefcountOverflow),
@@ -360,7 +362,7 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     /// page of a held chunk. Touches no chunk memory.
     fn locate(&self, page: usize) -> Result<(usize, usize), AllocError> {
         let (chunk, index) = (page & !CHUNK_MASK, (page & CHUNK_MASK) / PAGE_SIZE);
-        if page % PAGE_SIZE != 0 || index == 0 || !self.owned.contains(chunk) {
+        if !page.is_multiple_of(PAGE_SIZE) || index == 0 || !self.owned.contains(chunk) {
             return Err(AllocError::NotOwned);
         }
         Ok((chunk, index))

@@ -81,7 +81,9 @@ impl OwnedChunks {
 
     /// Publishes `chunk` as held. Lock held; its control page is ready.
     pub(super) fn insert(&self, chunk: usize) {
-        let s = self.slot(chunk).expect("insert: chunk comes from slot_for_new");
+        let s = self
+            .slot(chunk)
+            .expect("insert: chunk comes from slot_for_new");
         self.bits[s / 64].fetch_or(1 << (s % 64), SeqCst);
     }
 

@@ -95,7 +95,10 @@ impl Model {
     fn on_freed(&mut self, p: usize) {
         self.rc.remove(&p);
         let c = chunk_of(p);
-        let n = self.held.get_mut(&c).expect("allocated page in a held chunk");
+        let n = self
+            .held
+            .get_mut(&c)
+            .expect("allocated page in a held chunk");
         *n -= 1;
         if *n == 0 && self.fully_free() > FREE_CHUNK_CACHE {
             self.held.remove(&c);
@@ -145,7 +148,12 @@ fn check_all(
     Ok(())
 }
 
-fn step(a: &BitmapAllocator<TestSource>, m: &mut Model, op: &Op, foreign: usize) -> Result<(), TestCaseError> {
+fn step(
+    a: &BitmapAllocator<TestSource>,
+    m: &mut Model,
+    op: &Op,
+    foreign: usize,
+) -> Result<(), TestCaseError> {
     use AllocError::*;
     match op {
         Op::Alloc(n) => {
@@ -236,7 +244,10 @@ fn drain(
     which: impl Fn(usize) -> bool,
 ) -> Result<(), TestCaseError> {
     let mut pages: Vec<(usize, u16)> =
-        m.rc.iter().filter(|(q, _)| which(**q)).map(|(q, n)| (*q, *n)).collect();
+        m.rc.iter()
+            .filter(|(q, _)| which(**q))
+            .map(|(q, n)| (*q, *n))
+            .collect();
     pages.sort_unstable();
     for (q, n) in pages {
         for left in (0..n).rev() {

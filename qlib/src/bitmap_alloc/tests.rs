@@ -52,7 +52,13 @@ impl Drop for ForeignChunk {
 impl TestSource {
     pub fn new(limit: usize) -> (Self, Arc<Mutex<SourceLog>>) {
         let log = Arc::new(Mutex::new(SourceLog::default()));
-        (Self { limit, log: Arc::clone(&log) }, log)
+        (
+            Self {
+                limit,
+                log: Arc::clone(&log),
+            },
+            log,
+        )
     }
 }
 
@@ -77,7 +83,10 @@ unsafe impl ChunkSource for TestSource {
 
     fn free_chunk(&mut self, chunk: usize) {
         let mut log = self.log.lock().expect("log lock");
-        assert!(log.live.remove(&chunk), "freed a chunk we never gave: {chunk:#x}");
+        assert!(
+            log.live.remove(&chunk),
+            "freed a chunk we never gave: {chunk:#x}"
+        );
         log.frees += 1;
         // SAFETY: `chunk` was allocated by `alloc_chunk` with this layout and
         // is removed from `live`, so it is freed once.
@@ -124,7 +133,10 @@ impl<S: ChunkSource> BitmapAllocator<S> {
             free += n;
             fully_free += usize::from(n == USABLE_PAGES_PER_CHUNK);
             if (n > 0) != listed_set.contains(&c) {
-                return Err(format!("chunk {c:#x} with {n} free pages on list: {}", n == 0));
+                return Err(format!(
+                    "chunk {c:#x} with {n} free pages on list: {}",
+                    n == 0
+                ));
             }
         }
         if listed.iter().any(|c| !held.contains(c)) {
@@ -181,7 +193,11 @@ fn fills_a_chunk_then_takes_a_second() {
 
     let next = a.alloc().expect("second chunk");
     assert_ne!(chunk_of(next), first);
-    assert_eq!(next, chunk_of(next) + PAGE_SIZE, "lowest page of the new chunk");
+    assert_eq!(
+        next,
+        chunk_of(next) + PAGE_SIZE,
+        "lowest page of the new chunk"
+    );
     assert_eq!(log.lock().unwrap().allocs, 2);
     let s = a.stats();
     assert_eq!((s.chunks, s.pages_in_use, s.pages_free), (2, 1024, 1022));
@@ -227,7 +243,13 @@ fn fully_free_chunks_go_back_after_the_cache_fills() {
     let pages = alloc_n(&a, chunks * USABLE_PAGES_PER_CHUNK);
     let mut by_chunk: Vec<Vec<usize>> = Vec::new();
     for c in a.held_chunks() {
-        by_chunk.push(pages.iter().copied().filter(|&p| chunk_of(p) == c).collect());
+        by_chunk.push(
+            pages
+                .iter()
+                .copied()
+                .filter(|&p| chunk_of(p) == c)
+                .collect(),
+        );
     }
     for (i, group) in by_chunk.iter().enumerate() {
         for &p in group {
@@ -236,7 +258,10 @@ fn fully_free_chunks_go_back_after_the_cache_fills() {
         let s = a.stats();
         let emptied = i + 1;
         assert_eq!(s.free_chunks, emptied.min(FREE_CHUNK_CACHE));
-        assert_eq!(log.lock().unwrap().frees, emptied.saturating_sub(FREE_CHUNK_CACHE));
+        assert_eq!(
+            log.lock().unwrap().frees,
+            emptied.saturating_sub(FREE_CHUNK_CACHE)
+        );
         assert_eq!(s.chunks, chunks - emptied.saturating_sub(FREE_CHUNK_CACHE));
         // A released chunk's pages are no longer ours.
         if emptied > FREE_CHUNK_CACHE {
@@ -267,11 +292,31 @@ fn bad_input_errors() {
     let chunk = chunk_of(p);
     let foreign = ForeignChunk::new();
 
-    for bad in [p + 8, p + PAGE_SIZE - 1, chunk, foreign.0, foreign.0 + PAGE_SIZE, 0, usize::MAX] {
+    for bad in [
+        p + 8,
+        p + PAGE_SIZE - 1,
+        chunk,
+        foreign.0,
+        foreign.0 + PAGE_SIZE,
+        0,
+        usize::MAX,
+    ] {
         assert_eq!(a.free(bad), Err(AllocError::NotOwned), "free {bad:#x}");
-        assert_eq!(a.inc_ref(bad), Err(AllocError::NotOwned), "inc_ref {bad:#x}");
-        assert_eq!(a.dec_ref(bad), Err(AllocError::NotOwned), "dec_ref {bad:#x}");
-        assert_eq!(a.refcount(bad), Err(AllocError::NotOwned), "refcount {bad:#x}");
+        assert_eq!(
+            a.inc_ref(bad),
+            Err(AllocError::NotOwned),
+            "inc_ref {bad:#x}"
+        );
+        assert_eq!(
+            a.dec_ref(bad),
+            Err(AllocError::NotOwned),
+            "dec_ref {bad:#x}"
+        );
+        assert_eq!(
+            a.refcount(bad),
+            Err(AllocError::NotOwned),
+            "refcount {bad:#x}"
+        );
     }
 
     assert_eq!(a.inc_ref(q), Ok(2));
@@ -317,7 +362,14 @@ fn dec_ref_to_zero_frees() {
 #[test]
 fn error_messages_are_distinct() {
     use AllocError::*;
-    let all = [DoubleFree, NotOwned, RefcountUnderflow, RefcountOverflow, NotAllocated, StillReferenced];
+    let all = [
+        DoubleFree,
+        NotOwned,
+        RefcountUnderflow,
+        RefcountOverflow,
+        NotAllocated,
+        StillReferenced,
+    ];
     let msgs: HashSet<String> = all.iter().map(|e| e.to_string()).collect();
     assert_eq!(msgs.len(), all.len());
     assert!(DoubleFree.to_string().contains("double free"));
@@ -340,10 +392,20 @@ fn free_runs_coalesce_and_skip_control_pages() {
     a.free(pages[2]).unwrap(); // page 3
     assert_eq!(
         runs(&a),
-        [(c + 3 * PAGE_SIZE, PAGE_SIZE), (c + 5 * PAGE_SIZE, PAGE_SIZE), (c + 11 * PAGE_SIZE, 1013 * PAGE_SIZE)]
+        [
+            (c + 3 * PAGE_SIZE, PAGE_SIZE),
+            (c + 5 * PAGE_SIZE, PAGE_SIZE),
+            (c + 11 * PAGE_SIZE, 1013 * PAGE_SIZE)
+        ]
     );
     a.free(pages[3]).unwrap(); // page 4 joins 3 and 5
-    assert_eq!(runs(&a), [(c + 3 * PAGE_SIZE, 3 * PAGE_SIZE), (c + 11 * PAGE_SIZE, 1013 * PAGE_SIZE)]);
+    assert_eq!(
+        runs(&a),
+        [
+            (c + 3 * PAGE_SIZE, 3 * PAGE_SIZE),
+            (c + 11 * PAGE_SIZE, 1013 * PAGE_SIZE)
+        ]
+    );
     a.free(pages[0]).unwrap(); // page 1 starts right after the control page
     assert_eq!(runs(&a)[0], (c + PAGE_SIZE, PAGE_SIZE));
 }
@@ -370,7 +432,10 @@ unsafe impl ChunkSource for PresetSource {
 fn window_base_bounds_the_chunks_accepted() {
     let foreign = ForeignChunk::new();
     let returned = Arc::new(Mutex::new(Vec::new()));
-    let src = PresetSource { chunk: Some(foreign.0), returned: Arc::clone(&returned) };
+    let src = PresetSource {
+        chunk: Some(foreign.0),
+        returned: Arc::clone(&returned),
+    };
     // The chunk lies just below the window: refused and given back.
     let a = BitmapAllocator::with_window_base(src, foreign.0 + CHUNK_SIZE);
     assert_eq!(a.alloc(), None);
@@ -378,14 +443,21 @@ fn window_base_bounds_the_chunks_accepted() {
     assert_eq!(a.stats(), AllocStats::default());
     drop(a);
 
-    let src = PresetSource { chunk: Some(foreign.0), returned: Arc::clone(&returned) };
+    let src = PresetSource {
+        chunk: Some(foreign.0),
+        returned: Arc::clone(&returned),
+    };
     // (Saturates to 0 for a low heap address: still inside the window.)
     let last_slot = foreign.0.saturating_sub((WINDOW_CHUNKS - 1) * CHUNK_SIZE);
     let a = BitmapAllocator::with_window_base(src, last_slot);
     assert_eq!(a.alloc(), Some(foreign.0 + PAGE_SIZE), "inside the window");
     assert_eq!(a.free(foreign.0 + PAGE_SIZE), Ok(()));
     drop(a);
-    assert_eq!(*returned.lock().unwrap(), [foreign.0, foreign.0], "drop gave it back");
+    assert_eq!(
+        *returned.lock().unwrap(),
+        [foreign.0, foreign.0],
+        "drop gave it back"
+    );
 }
 
 #[test]
@@ -490,5 +562,92 @@ fn concurrent_alloc_free_never_shares_a_page() {
     let s = a.stats();
     assert_eq!(s.pages_in_use, 0);
     assert!(s.free_chunks <= FREE_CHUNK_CACHE);
+    a.check_invariants().unwrap();
+}
+
+/// A source with no memory at all.
+struct NoChunks;
+
+// SAFETY: never hands out a chunk.
+unsafe impl ChunkSource for NoChunks {
+    fn alloc_chunk(&mut self) -> Option<usize> {
+        None
+    }
+
+    fn free_chunk(&mut self, chunk: usize) {
+        panic!("never handed out {chunk:#x}");
+    }
+}
+
+/// The kernel keeps its allocator in a `static`: `new` must be `const` and
+/// the allocator `Sync`.
+static STATIC_ALLOC: BitmapAllocator<NoChunks> = BitmapAllocator::new(NoChunks);
+static STATIC_WINDOWED: BitmapAllocator<NoChunks> =
+    BitmapAllocator::with_window_base(NoChunks, 0xffff_8000_0000_0000);
+
+#[test]
+fn usable_from_a_static() {
+    assert_eq!(STATIC_ALLOC.alloc(), None);
+    assert_eq!(STATIC_WINDOWED.alloc(), None);
+    assert_eq!(
+        STATIC_WINDOWED.free(0xffff_8000_0040_1000),
+        Err(AllocError::NotOwned)
+    );
+    assert_eq!(STATIC_ALLOC.stats(), AllocStats::default());
+}
+
+/// Lock-free calls racing with chunks going back to the source (whose
+/// memory `std` unmaps) must never touch a released control page: a racy
+/// `refcount` of a page whose chunk is being released gets a count or
+/// `NotOwned`, never a fault.
+#[test]
+fn lock_free_calls_race_safely_with_chunk_release() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (a, log) = new_alloc(8);
+    let a = Arc::new(a);
+    let pinned = a.alloc().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Pages of the chunks the churn thread will take and release.
+    let churn = alloc_n(&a, 5 * USABLE_PAGES_PER_CHUNK);
+    let targets: Vec<usize> = churn.iter().copied().step_by(97).collect();
+    for &p in &churn {
+        a.free(p).unwrap();
+    }
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (a, stop, targets) = (Arc::clone(&a), Arc::clone(&stop), targets.clone());
+            thread::spawn(move || {
+                let mut pinned_refs = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    for &p in &targets {
+                        match a.refcount(p) {
+                            Ok(_) | Err(AllocError::NotOwned) => {}
+                            Err(e) => panic!("refcount: {e}"),
+                        }
+                    }
+                    a.inc_ref(pinned).unwrap();
+                    a.dec_ref(pinned).unwrap();
+                    pinned_refs += 1;
+                }
+                pinned_refs
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        let pages = alloc_n(&a, 5 * USABLE_PAGES_PER_CHUNK);
+        for p in pages {
+            a.free(p).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert!(
+        log.lock().unwrap().frees > 0,
+        "the race never released a chunk"
+    );
+    assert_eq!(a.refcount(pinned), Ok(1));
+    assert_eq!(a.stats().pages_in_use, 1);
     a.check_invariants().unwrap();
 }

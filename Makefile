@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: deps build demo test lint unit integration bench clean
+
+# Debian packages and Rust targets a fresh machine needs (idempotent).
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+# Build everything, then run the bundled example through qrun.
+demo: build
+	@scripts/demo.sh
+
+lint: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p qkernel --release --target x86_64-unknown-none -- -D warnings
+
+# fmt, clippy, unit tests and the /dev/kvm integration tests.
+test: lint
+	$(CARGO) test --workspace --release
+
+bench: build
+	$(CARGO) run --release -p bench
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine:
+# musl-gcc (test apps), busybox-static (compat tests), and the Rust
+# toolchain and targets pinned by rust-toolchain.toml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v musl-gcc >/dev/null || need+=(musl-tools)
+[ -x /bin/busybox ] || need+=(busybox-static)
+if [ ${#need[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    echo "deps: installing ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# rustup reads rust-toolchain.toml and installs the pinned toolchain,
+# components and targets on first use; make it happen now.
+rustup show active-toolchain >/dev/null
+rustup target add x86_64-unknown-none x86_64-unknown-linux-musl >/dev/null 2>&1 || true
