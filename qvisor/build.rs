@@ -7,7 +7,10 @@ use std::process::Command;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let root = manifest.parent().expect("qvisor lives in the workspace").to_path_buf();
+    let root = manifest
+        .parent()
+        .expect("qvisor lives in the workspace")
+        .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     // A target dir of its own: the outer cargo holds the lock on its own.
     let target_dir = root.join("target").join("qkernel");
@@ -19,7 +22,14 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "-p", "qkernel", "--target", "x86_64-unknown-none"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "qkernel",
+            "--target",
+            "x86_64-unknown-none",
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     // Nothing of the outer build may leak into the kernel's.

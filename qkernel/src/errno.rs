@@ -4,7 +4,11 @@
 /// A Linux errno value.
 #[repr(i32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code, reason = "the full set a syscall may return; not all used yet")]
+#[allow(
+    dead_code,
+    reason = "the full set a syscall may return; not all used yet"
+)]
+#[expect(clippy::upper_case_acronyms, reason = "the Linux names")]
 pub enum Errno {
     EPERM = 1,
     ENOENT = 2,

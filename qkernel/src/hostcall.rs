@@ -1,7 +1,7 @@
 //! Host calls (`qlib::abi`): a record in kernel memory and a doorbell.
 //! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
 
-use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec};
+use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
 use spin::Mutex;
 
 use crate::arch;
@@ -13,8 +13,21 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
     ret: 0,
 });
 
-/// Makes a host call; returns the VMM's result (>= 0 or `-errno`).
+/// Makes a host call; returns the VMM's result (>= 0 or `-errno`). A
+/// blocking call the VMM cuts short for a control request is retried once
+/// the request is served; requests posted meanwhile are served too.
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
+    loop {
+        let ret = raw_call(c, args);
+        let restart = ret == RET_RESTART;
+        crate::control::serve_pending();
+        if !restart {
+            return ret;
+        }
+    }
+}
+
+fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let mut rec = RECORD.lock();
     rec.call = c as u64;
     rec.args = args;
@@ -37,16 +50,21 @@ pub fn iovecs(v: &[IoVec]) -> (u64, u64) {
     (kva_to_gpa(v.as_ptr() as u64), v.len() as u64)
 }
 
+/// Blocks until the monotonic clock reaches `deadline_ns`.
+pub fn sleep_until(deadline_ns: u64) {
+    call(Call::Sleep, [deadline_ns, 0, 0, 0, 0, 0]);
+}
+
 /// Ends the sandbox with `status`.
 pub fn exit(status: i32) -> ! {
-    call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
+    raw_call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
     unreachable_halt()
 }
 
 /// A fatal boot error: reported to the VMM, which stops the sandbox.
 pub fn boot_error(msg: &str) -> ! {
     let (gpa, len) = buf(msg.as_bytes());
-    call(Call::BootError, [0, gpa, len, 0, 0, 0]);
+    raw_call(Call::BootError, [0, gpa, len, 0, 0, 0]);
     unreachable_halt()
 }
 

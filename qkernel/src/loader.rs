@@ -120,7 +120,12 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
     mm.brk = top;
 
     let stack_bottom = STACK_TOP - STACK_SIZE;
-    mm.add_vma(stack_bottom, STACK_TOP, PROT_READ | PROT_WRITE, VmaKind::Stack);
+    mm.add_vma(
+        stack_bottom,
+        STACK_TOP,
+        PROT_READ | PROT_WRITE,
+        VmaKind::Stack,
+    );
     mm.populate(STACK_TOP - STACK_PREFAULT, STACK_TOP)?;
 
     let phdr = info.phdr_vaddr.map_or(0, |p| p + bias);

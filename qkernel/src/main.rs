@@ -17,6 +17,8 @@ extern crate alloc;
 #[cfg(target_os = "none")]
 mod arch;
 #[cfg(target_os = "none")]
+mod control;
+#[cfg(target_os = "none")]
 mod errno;
 #[cfg(target_os = "none")]
 mod hostcall;
@@ -72,10 +74,7 @@ mod kernel {
     }
 
     fn split_strings(bytes: &[u8], count: u64) -> Vec<&[u8]> {
-        bytes
-            .split(|&b| b == 0)
-            .take(count as usize)
-            .collect()
+        bytes.split(|&b| b == 0).take(count as usize).collect()
     }
 
     /// Kernel entry after the native-mode opt-in; `native` is the probe
@@ -152,7 +151,11 @@ mod kernel {
         // Switch the kernel to the process's PGD (same kernel half).
         // SAFETY: the new kernel PGD maps the kernel exactly as the boot PGD.
         unsafe { core::arch::asm!("mov cr3, {0}", in(reg) kernel_cr3, options(nostack)) };
-        log::debug!("entering user mode at {:#x}, rsp {:#x}", entry.rip, entry.rsp);
+        log::debug!(
+            "entering user mode at {:#x}, rsp {:#x}",
+            entry.rip,
+            entry.rsp
+        );
         let frame = TrapFrame {
             rip: entry.rip,
             rsp: entry.rsp,
@@ -171,4 +174,10 @@ mod kernel {
     fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
         klog::report_panic(info)
     }
+}
+
+/// Host builds: the kernel only exists for `x86_64-unknown-none`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("qkernel is the guest kernel; it is built for x86_64-unknown-none and run by qrun");
 }

@@ -53,7 +53,9 @@ pub static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
 /// Runs `f` on the current process.
 pub fn with<R>(f: impl FnOnce(&mut Process) -> R) -> R {
     let mut guard = PROCESS.lock();
-    let p = guard.as_mut().expect("a process runs whenever user code does");
+    let p = guard
+        .as_mut()
+        .expect("a process runs whenever user code does");
     f(p)
 }
 

@@ -10,7 +10,10 @@ static HAS_RDRAND: AtomicU64 = AtomicU64::new(0);
 
 /// Seeds the generator from the VMM's seed.
 pub fn init(seed: [u64; 4]) {
-    STATE.store(seed[0] ^ seed[1].rotate_left(17) ^ seed[2].rotate_left(31) ^ seed[3], Ordering::Relaxed);
+    STATE.store(
+        seed[0] ^ seed[1].rotate_left(17) ^ seed[2].rotate_left(31) ^ seed[3],
+        Ordering::Relaxed,
+    );
     let has = (arch::cpuid(1).2 >> 30) & 1;
     HAS_RDRAND.store(u64::from(has), Ordering::Relaxed);
 }

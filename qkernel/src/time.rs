@@ -37,7 +37,9 @@ pub fn init(platform: Platform) -> Result<(), &'static str> {
 
 fn as_bytes(r: &HelloReply) -> &[u8] {
     // SAFETY: HelloReply is repr(C) plain data of two u64s.
-    unsafe { core::slice::from_raw_parts(r as *const HelloReply as *const u8, size_of::<HelloReply>()) }
+    unsafe {
+        core::slice::from_raw_parts(r as *const HelloReply as *const u8, size_of::<HelloReply>())
+    }
 }
 
 /// Nanoseconds since boot calibration.

@@ -40,14 +40,16 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
 }
 
 fn canonical(addr: u64) -> bool {
-    addr < 0x0000_8000_0000_0000 || addr >= 0xffff_8000_0000_0000
+    !(0x0000_8000_0000_0000..0xffff_8000_0000_0000).contains(&addr)
 }
 
 /// Called by the syscall entry. Returns 0 to leave with `sysretq`, 1 to
 /// leave through the trampoline (`iretq`, prepared here).
 #[unsafe(no_mangle)]
 extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
-    let args = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
+    let args = [
+        frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
+    ];
     frame.rax = syscalls::dispatch(frame.rax, &args);
     // sysretq with a non-canonical RIP would fault in kernel mode.
     if canonical(frame.rip) && frame.rip < 0x0000_8000_0000_0000 {
@@ -66,7 +68,11 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
     let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
     if !from_user {
-        let cr2 = if frame.vector == 14 { platform.fault_address() } else { 0 };
+        let cr2 = if frame.vector == 14 {
+            platform.fault_address()
+        } else {
+            0
+        };
         panic!(
             "kernel exception {} at rip {:#x}, error {:#x}, cr2 {:#x}, rsp {:#x}",
             frame.vector, frame.rip, frame.error, cr2, frame.rsp
@@ -86,7 +92,16 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
         1 | 3 => kill(SIGTRAP, frame, "trap", 0),
         6 => kill(SIGILL, frame, "invalid opcode", 0),
         17 => kill(SIGBUS, frame, "alignment check", 0),
-        v => kill(SIGSEGV, frame, if v == 13 { "general protection" } else { "exception" }, 0),
+        v => kill(
+            SIGSEGV,
+            frame,
+            if v == 13 {
+                "general protection"
+            } else {
+                "exception"
+            },
+            0,
+        ),
     }
     process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
 }

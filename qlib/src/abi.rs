@@ -16,6 +16,30 @@ pub const ABI_VERSION: u64 = 1;
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
 
+/// Returned by a blocking host call that the VMM cut short because a
+/// control request is pending (see [`ControlPage`]): the guest serves the
+/// request and makes the same call again.
+pub const RET_RESTART: i64 = -512;
+
+/// Control requests the VMM posts in [`ControlPage::pending`].
+pub mod control {
+    /// Return free guest memory to the host ([`super::Call::Reclaim`]).
+    pub const RECLAIM: u64 = 1 << 0;
+}
+
+/// A page the VMM writes and the guest polls, at
+/// [`crate::layout::CONTROL_GPA`]: pending control requests (bits of
+/// [`control`]), set by the VMM with an atomic OR and taken by the guest
+/// with an atomic swap. The guest looks at it after every host call and
+/// on every syscall, so a request waits at most until the program's next
+/// syscall or until a blocking host call is cut short.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ControlPage {
+    /// Pending request bits.
+    pub pending: u64,
+}
+
 /// Host-call numbers.
 #[repr(u64)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,13 +58,16 @@ pub enum Call {
     Log = 5,
     /// A guest kernel panic: `args[1]` = GPA of the message, `args[2]` = length.
     Panic = 6,
-    /// Block the vCPU for `args[0]` nanoseconds.
+    /// Block the vCPU until host `CLOCK_MONOTONIC` reaches `args[0]` ns
+    /// (restartable: see [`RET_RESTART`]).
     Sleep = 7,
     /// Drop guest memory: `args[0]` = GPA of an [`IoVec`] array of
-    /// page-aligned guest-physical ranges, `args[1]` = its length.
+    /// page-aligned guest-physical ranges, `args[1]` = its length,
+    /// `args[2]` bit 0 = the last batch of this reclaim.
     Reclaim = 8,
     /// `poll` on host stdio: `args[0]` = GPA of [`PollFd`] array, `args[1]`
-    /// = count (at most 3), `args[2]` = timeout in ms (-1 = forever).
+    /// = count (at most 3), `args[2]` = host `CLOCK_MONOTONIC` deadline in
+    /// ns (`u64::MAX` = none, 0 = do not wait).
     Poll = 9,
     /// A fatal boot error before the kernel could run a program:
     /// `args[1]` = GPA of the message, `args[2]` = its length.

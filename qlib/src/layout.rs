@@ -8,6 +8,7 @@
 //! 0x0000_1000 | BootInfo            |
 //! 0x0000_2000 | PV page (hypervisor |       the MSR 0x4b564d10 page: the
 //!             |  writes it)         |       hypervisor stores CR2 here
+//! 0x0000_3000 | ControlPage         |       VMM -> guest control requests
 //! 0x0001_0000 | boot page tables    |       kernel PGD (8 KiB aligned) and
 //!             |  PGD pair, PDPTs,   |       user PGD = kernel PGD + 4 KiB,
 //!             |  PDs (2 MiB pages)  |       then the tables below it
@@ -28,6 +29,8 @@
 pub const BOOT_INFO_GPA: u64 = 0x1000;
 /// GPA of the 4 KiB PV page handed to the hypervisor.
 pub const PV_PAGE_GPA: u64 = 0x2000;
+/// GPA of [`crate::abi::ControlPage`].
+pub const CONTROL_GPA: u64 = 0x3000;
 /// GPA of the boot kernel PGD (8 KiB aligned, CR3 bit 12 clear).
 pub const BOOT_PGD_GPA: u64 = 0x10000;
 /// GPA where the boot page tables end (exclusive).

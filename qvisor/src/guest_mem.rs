@@ -6,9 +6,7 @@
 //! for vectored host I/O, after the check.
 
 use qlib::abi::{HelloReply, HostCall, IoVec, PollFd};
-use vm_memory::{
-    ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap,
-};
+use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::error::VmmError;
 
@@ -144,11 +142,26 @@ impl GuestRam {
             .collect()
     }
 
+    /// Atomically ORs `bits` into the aligned u64 at `gpa`.
+    pub fn atomic_or_u64(&self, gpa: u64, bits: u64) -> Result<(), BadRange> {
+        self.check(gpa, 8)?;
+        if !gpa.is_multiple_of(8) {
+            return Err(BadRange);
+        }
+        let p = (self.host_base() + gpa) as *mut u64;
+        // SAFETY: the 8 aligned bytes lie inside guest RAM, which stays
+        // mapped while `self` lives; the guest accesses this word only with
+        // atomic instructions too.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p) };
+        word.fetch_or(bits, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
         self.check(gpa, len)?;
-        if gpa % 4096 != 0 || len % 4096 != 0 {
+        if !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {
             return Err(BadRange);
         }
         let addr = (self.host_base() + gpa) as *mut libc::c_void;

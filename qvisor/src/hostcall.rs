@@ -2,10 +2,13 @@
 //! `GuestRam` before use; a bad one gets `-EFAULT`, never a VMM panic.
 
 use std::io::Write;
-use std::time::Duration;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Instant;
 
-use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, PollFd};
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, PollFd, RET_RESTART};
 
+use crate::control::{ControlChannel, drain};
 use crate::guest_mem::{BadRange, GuestRam};
 
 /// What the vCPU loop does after a host call.
@@ -25,8 +28,14 @@ pub enum Outcome {
 pub struct HostCalls<'a> {
     ram: &'a GuestRam,
     log_level: u64,
+    control: Arc<ControlChannel>,
+    stats: bool,
     /// Number of calls served (for the bench).
     pub count: u64,
+    /// Bytes of guest memory dropped by reclaim so far.
+    pub reclaimed: u64,
+    /// When the reclaim in progress began.
+    reclaim_start: Option<(Instant, u64)>,
 }
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
@@ -38,11 +47,15 @@ const MAX_MESSAGE: u64 = 4096;
 
 impl<'a> HostCalls<'a> {
     /// Host calls over `ram`, printing guest log lines up to `log_level`.
-    pub fn new(ram: &'a GuestRam, log_level: u64) -> Self {
+    pub fn new(ram: &'a GuestRam, log_level: u64, control: Arc<ControlChannel>, stats: bool) -> Self {
         Self {
             ram,
             log_level,
+            control,
+            stats,
             count: 0,
+            reclaimed: 0,
+            reclaim_start: None,
         }
     }
 
@@ -62,12 +75,9 @@ impl<'a> HostCalls<'a> {
             Some(Call::Log) => self.log(a[0], a[1], a[2]),
             Some(Call::Panic) => return Outcome::Panic(self.message(a[1], a[2])),
             Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
-            Some(Call::Sleep) => {
-                std::thread::sleep(Duration::from_nanos(a[0]));
-                0
-            }
-            Some(Call::Reclaim) => self.reclaim(a[0], a[1]),
-            Some(Call::Poll) => self.poll(a[0], a[1], a[2] as i64),
+            Some(Call::Sleep) => self.wait(&mut [], a[0]),
+            Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
+            Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
             None => ENOSYS,
         };
         req.ret = ret;
@@ -81,18 +91,12 @@ impl<'a> HostCalls<'a> {
         if version != ABI_VERSION {
             return -(libc::EPROTO as i64);
         }
-        let now = |clock| {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: ts is a valid timespec for clock_gettime to fill.
-            unsafe { libc::clock_gettime(clock, &mut ts) };
-            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-        };
         let r = HelloReply {
-            realtime_ns: now(libc::CLOCK_REALTIME),
-            monotonic_ns: now(libc::CLOCK_MONOTONIC),
+            realtime_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+            monotonic_ns: monotonic_ns(),
         };
         match self.ram.write(reply, r) {
             Ok(()) => 0,
@@ -108,6 +112,19 @@ impl<'a> HostCalls<'a> {
         let Ok(iovecs) = self.ram.host_iovecs(iov, count) else {
             return EFAULT;
         };
+        if !write {
+            // Block in poll, not in read, so that a control request can
+            // cut the wait short.
+            let mut fds = [libc::pollfd {
+                fd: fd as i32,
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            let rc = self.wait(&mut fds, u64::MAX);
+            if rc < 0 {
+                return rc;
+            }
+        }
         // SAFETY: every iovec was checked to lie inside guest RAM, which stays
         // mapped for the life of `self.ram`; the guest may race on the bytes,
         // which only affects what is read or written.
@@ -141,7 +158,11 @@ impl<'a> HostCalls<'a> {
         0
     }
 
-    fn reclaim(&self, iov: u64, count: u64) -> i64 {
+    /// `flags` bit 0: the last batch of this reclaim.
+    fn reclaim(&mut self, iov: u64, count: u64, flags: u64) -> i64 {
+        let (start, before) = *self
+            .reclaim_start
+            .get_or_insert((Instant::now(), self.reclaimed));
         let Ok(ranges) = self.ram.ranges(iov, count) else {
             return EFAULT;
         };
@@ -152,10 +173,63 @@ impl<'a> HostCalls<'a> {
             }
             total += r.len as i64;
         }
+        self.reclaimed += total as u64;
+        if flags & 1 != 0 {
+            self.reclaim_start = None;
+            let bytes = self.reclaimed - before;
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            log::info!("reclaimed {bytes} bytes in {ms:.3} ms");
+            if self.stats {
+                let _ = writeln!(std::io::stderr(), "qrun: reclaimed {bytes} bytes in {ms:.3} ms");
+            }
+        }
         total
     }
 
-    fn poll(&self, gpa: u64, count: u64, timeout_ms: i64) -> i64 {
+    /// Waits until one of `fds` is ready or the host monotonic clock
+    /// reaches `deadline_ns` (`u64::MAX`: no deadline), or a control
+    /// request arrives (`RET_RESTART`). Returns the number of ready fds.
+    fn wait(&self, fds: &mut [libc::pollfd], deadline_ns: u64) -> i64 {
+        let mut all: Vec<libc::pollfd> = fds.to_vec();
+        all.push(libc::pollfd {
+            fd: self.control.eventfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        loop {
+            let timeout = if deadline_ns == u64::MAX {
+                -1
+            } else {
+                let now = monotonic_ns();
+                if now >= deadline_ns {
+                    0
+                } else {
+                    ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
+                }
+            };
+            // SAFETY: `all` is a valid array of pollfds.
+            let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = errno();
+                if e == libc::EINTR {
+                    continue;
+                }
+                return -(e as i64);
+            }
+            let (user, ctl) = all.split_at(fds.len());
+            if ctl[0].revents != 0 && drain(&self.control.eventfd) {
+                return RET_RESTART;
+            }
+            let ready = user.iter().filter(|p| p.revents != 0).count();
+            if ready > 0 || timeout == 0 {
+                fds.copy_from_slice(user);
+                return ready as i64;
+            }
+        }
+    }
+
+    /// `deadline_ns`: host monotonic deadline, `u64::MAX` = none, 0 = now.
+    fn poll(&self, gpa: u64, count: u64, deadline_ns: u64) -> i64 {
         if count > 3 {
             return EINVAL;
         }
@@ -173,11 +247,9 @@ impl<'a> HostCalls<'a> {
                 revents: 0,
             });
         }
-        let timeout = timeout_ms.clamp(-1, i32::MAX as i64) as i32;
-        // SAFETY: fds is a valid array of `fds.len()` pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        let n = self.wait(&mut fds, deadline_ns);
         if n < 0 {
-            return -(errno() as i64);
+            return n;
         }
         for (i, p) in fds.iter().enumerate() {
             let out = PollFd {
@@ -193,6 +265,19 @@ impl<'a> HostCalls<'a> {
     }
 }
 
+/// Host `CLOCK_MONOTONIC` in ns (the guest's monotonic clock).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }

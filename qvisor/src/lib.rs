@@ -4,6 +4,7 @@
 //! `qrun` runs a sandbox with [`Sandbox::run`].
 
 mod boot;
+mod control;
 mod error;
 mod guest_mem;
 mod hostcall;
@@ -14,11 +15,12 @@ mod vcpu;
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::Kvm;
 
-pub use crate::error::VmmError;
-pub use crate::program::read_program;
 use crate::boot::Program;
+use crate::control::ControlChannel;
+pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
 use crate::hostcall::HostCalls;
+pub use crate::program::read_program;
 
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
 static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));
@@ -39,6 +41,8 @@ pub struct SandboxConfig {
     pub env: Vec<String>,
     /// Guest kernel log level forwarded to stderr (0 off .. 5 trace).
     pub log_level: u64,
+    /// Print measurements (reclaim) to stderr.
+    pub stats: bool,
 }
 
 /// What a finished sandbox reports.
@@ -48,6 +52,8 @@ pub struct RunReport {
     pub status: i32,
     /// Host calls the guest made.
     pub host_calls: u64,
+    /// Bytes of guest memory returned to the host by reclaim.
+    pub reclaimed: u64,
 }
 
 /// A sandbox: a VM running one program.
@@ -91,22 +97,36 @@ impl Sandbox {
             let _ = vcpu.set_cpuid2(&cpuid);
         }
         vcpu::set_boot_state(&vcpu, entry, cr3)?;
-        let mut calls = HostCalls::new(&ram, config.log_level);
-        // The vCPU runs on a thread of its own; this thread will serve the
-        // control socket and signals once there are any.
+        let channel = ControlChannel::new().map_err(|e| VmmError::Vcpu(format!("eventfd: {e}")))?;
+        let mut calls = HostCalls::new(&ram, config.log_level, channel.clone(), config.stats);
+        // Control signals go to the signal thread only; the vCPU runs on a
+        // thread of its own.
+        let sigset = control::block_signals();
         let status = std::thread::scope(|s| {
-            s.spawn(|| vcpu::run(&mut vcpu, &mut calls))
+            s.spawn(|| control::signal_loop(&channel, &ram, sigset));
+            let result = s
+                .spawn(|| vcpu::run(&mut vcpu, &mut calls))
                 .join()
-                .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()))?
+                .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()));
+            channel.shutdown();
+            result?
         })?;
         Ok(RunReport {
             status,
             host_calls: calls.count,
+            reclaimed: calls.reclaimed,
         })
     }
 }
 
 fn host_ids() -> [u32; 4] {
     // SAFETY: these getters have no preconditions and cannot fail.
-    unsafe { [libc::getuid(), libc::geteuid(), libc::getgid(), libc::getegid()] }
+    unsafe {
+        [
+            libc::getuid(),
+            libc::geteuid(),
+            libc::getgid(),
+            libc::getegid(),
+        ]
+    }
 }

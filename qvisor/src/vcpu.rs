@@ -71,7 +71,9 @@ pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError
                 u64::from(u32::from_le_bytes(data.try_into().expect("4 bytes")))
             }
             VcpuExit::IoOut(port, _) | VcpuExit::IoIn(port, _) => {
-                return Err(VmmError::Vcpu(format!("port I/O to unknown port {port:#x}")));
+                return Err(VmmError::Vcpu(format!(
+                    "port I/O to unknown port {port:#x}"
+                )));
             }
             VcpuExit::Shutdown => {
                 return Err(VmmError::Vcpu(format!(

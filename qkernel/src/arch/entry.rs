@@ -327,7 +327,8 @@ EXCEPTION_STUBS:
 
 /// Top of the boot stack, which is the kernel stack of the one task.
 pub fn boot_stack_top() -> u64 {
-    let top = core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
+    let top =
+        core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
     // SAFETY: one vCPU; set once at boot before any user code runs.
     unsafe { core::ptr::addr_of_mut!(KERNEL_STACK_TOP).write(top) };
     top

@@ -36,7 +36,9 @@ pub unsafe fn rdmsr(msr: u32) -> u64 {
 pub unsafe fn outl(port: u16, value: u32) {
     // SAFETY: the caller guarantees the write is meaningful; the VMM reads
     // guest memory named by it, hence no `nomem`.
-    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags))
+    };
 }
 
 /// Sets the FS base (user TLS).
@@ -89,7 +91,9 @@ pub fn rdrand() -> Option<u64> {
         let v: u64;
         let ok: u8;
         // SAFETY: only called when CPUID reported RDRAND (see random.rs).
-        unsafe { asm!("rdrand {0}", "setc {1}", out(reg) v, out(reg_byte) ok, options(nomem, nostack)) };
+        unsafe {
+            asm!("rdrand {0}", "setc {1}", out(reg) v, out(reg_byte) ok, options(nomem, nostack))
+        };
         if ok != 0 {
             return Some(v);
         }

@@ -21,9 +21,11 @@ pub fn detect(native: u64) -> Result<Platform, &'static str> {
     if native == 1 {
         Ok(Platform::PvmNative)
     } else {
-        Err("native mode unavailable: MSR 0x4b564d11 does not identify the paravirtual \
+        Err(
+            "native mode unavailable: MSR 0x4b564d11 does not identify the paravirtual \
              hypervisor (PLATFORM.md); kernels in real ring 0 (VMX/SVM hosts) are not \
-             supported yet")
+             supported yet",
+        )
     }
 }
 
@@ -42,10 +44,5 @@ impl Platform {
     pub fn tsc_khz(self) -> u64 {
         // SAFETY: this MSR exists on the PVM hypervisor (checked by detect).
         unsafe { super::rdmsr(MSR_TSC_KHZ) }
-    }
-
-    /// Extra PTE bits every kernel mapping needs: U=1 on this hypervisor.
-    pub const fn kernel_pte_user_bit(self) -> u64 {
-        qlib::pte::USER
     }
 }

@@ -3,7 +3,7 @@
 //! `madvise`. TLB work is batched: one flush per operation that removed or
 //! downgraded present mappings (not-present -> present needs none).
 
-use qlib::pte::{PRESENT, Pte, user_flags};
+use qlib::pte::{Pte, user_flags};
 
 use super::frames;
 use super::pagetable::PageTables;
@@ -197,10 +197,5 @@ impl AddrSpace {
         }
         self.brk = want;
         self.brk
-    }
-
-    /// Whether the page at `va` is mapped present.
-    pub fn is_present(&mut self, va: u64) -> bool {
-        self.pt.get(va).0 & PRESENT != 0
     }
 }

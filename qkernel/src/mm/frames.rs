@@ -45,6 +45,9 @@ unsafe impl ChunkSource for ChunkPool {
         if n < ret.0.len() {
             ret.0[n] = chunk as u64 - DIRECT_MAP;
             ret.1 += 1;
+        } else {
+            // 512 chunks cover 2 GiB, the most guest RAM there is.
+            log::error!("chunk pool full: chunk {:#x} is lost", chunk as u64 - DIRECT_MAP);
         }
     }
 }
@@ -92,6 +95,14 @@ fn report(gpa: u64, e: AllocError) {
 /// Allocator statistics.
 pub fn stats() -> AllocStats {
     FRAMES.stats()
+}
+
+/// Calls `f(gpa, len)` for every chunk the allocator gave back to the pool.
+pub fn for_each_returned_chunk(mut f: impl FnMut(u64, u64)) {
+    let ret = RETURNED.lock();
+    for &gpa in &ret.0[..ret.1] {
+        f(gpa, CHUNK_SIZE as u64);
+    }
 }
 
 /// Calls `f(gpa, len)` for every run of free pages (for reclaim).

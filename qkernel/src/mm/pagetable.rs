@@ -60,7 +60,10 @@ pub fn init_entry_map() {
             (&raw const __cpu_entry_data as u64, NO_EXEC),
             (&raw const __cpu_entry_idt as u64, NO_EXEC),
             (&raw const __cpu_entry_stack as u64, NO_EXEC | WRITABLE),
-            (&raw const __cpu_entry_stack as u64 + 4096, NO_EXEC | WRITABLE),
+            (
+                &raw const __cpu_entry_stack as u64 + 4096,
+                NO_EXEC | WRITABLE,
+            ),
         ];
         for (va, nx) in pages {
             let [_, i3, i2, i1] = indexes(va);

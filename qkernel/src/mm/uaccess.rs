@@ -67,7 +67,11 @@ pub fn copy_in(mm: &mut AddrSpace, va: u64, buf: &mut [u8]) -> Result<(), Errno>
         // SAFETY: `gpa..gpa+n` lies in one present user page, reached via
         // the direct map; `buf` is a distinct kernel buffer.
         unsafe {
-            core::ptr::copy_nonoverlapping(gpa_to_kva(gpa) as *const u8, buf[done..].as_mut_ptr(), n);
+            core::ptr::copy_nonoverlapping(
+                gpa_to_kva(gpa) as *const u8,
+                buf[done..].as_mut_ptr(),
+                n,
+            );
         }
         done += n;
     }
@@ -108,9 +112,8 @@ unsafe impl Pod for i32 {}
 pub fn read<T: Pod>(mm: &mut AddrSpace, va: u64) -> Result<T, Errno> {
     let mut v = T::default();
     // SAFETY: T is Pod: viewing it as bytes and filling them is sound.
-    let bytes = unsafe {
-        core::slice::from_raw_parts_mut(&mut v as *mut T as *mut u8, size_of::<T>())
-    };
+    let bytes =
+        unsafe { core::slice::from_raw_parts_mut(&mut v as *mut T as *mut u8, size_of::<T>()) };
     copy_in(mm, va, bytes)?;
     Ok(v)
 }

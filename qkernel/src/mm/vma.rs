@@ -138,8 +138,6 @@ impl VmaSet {
                 return None;
             }
         }
-        hole_end
-            .checked_sub(len)
-            .filter(|&s| s >= bottom)
+        hole_end.checked_sub(len).filter(|&s| s >= bottom)
     }
 }

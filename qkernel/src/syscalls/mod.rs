@@ -59,20 +59,45 @@ pub static ENTRIES: &[Entry] = &[
     e(1, sys_io::write, Partial, "fds 1-2 only (host stdio)"),
     e(3, sys_io::close, Partial, "fds 0-2 only"),
     e(5, sys_io::fstat, Partial, "fds 0-2 only"),
-    e(7, sys_io::poll, Partial, "fds 0-2 only, forwarded to the host"),
+    e(
+        7,
+        sys_io::poll,
+        Partial,
+        "fds 0-2 only, forwarded to the host",
+    ),
     e(8, sys_io::lseek, Partial, "stdio is not seekable: ESPIPE"),
-    e(9, sys_mm::mmap, Partial, "anonymous only; files come with the I/O work"),
+    e(
+        9,
+        sys_mm::mmap,
+        Partial,
+        "anonymous only; files come with the I/O work",
+    ),
     e(10, sys_mm::mprotect, Full, ""),
     e(11, sys_mm::munmap, Full, ""),
     e(12, sys_mm::brk, Full, ""),
-    e(13, sys_signal::rt_sigaction, Stub, "recorded; delivery comes later"),
-    e(14, sys_signal::rt_sigprocmask, Stub, "recorded; delivery comes later"),
+    e(
+        13,
+        sys_signal::rt_sigaction,
+        Stub,
+        "recorded; delivery comes later",
+    ),
+    e(
+        14,
+        sys_signal::rt_sigprocmask,
+        Stub,
+        "recorded; delivery comes later",
+    ),
     e(16, sys_io::ioctl, Partial, "TCGETS and TIOCGWINSZ on stdio"),
     e(19, sys_io::readv, Partial, "fd 0 only"),
     e(20, sys_io::writev, Partial, "fds 1-2 only"),
     e(24, sys_proc::sched_yield, Full, "one thread"),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
-    e(28, sys_mm::madvise, Partial, "DONTNEED/FREE drop pages; the rest are hints"),
+    e(
+        28,
+        sys_mm::madvise,
+        Partial,
+        "DONTNEED/FREE drop pages; the rest are hints",
+    ),
     e(35, sys_time::nanosleep, Full, "the vCPU sleeps in the host"),
     e(39, sys_proc::getpid, Full, "pid 1"),
     e(60, sys_proc::exit, Full, "one thread: ends the program"),
@@ -83,20 +108,40 @@ pub static ENTRIES: &[Entry] = &[
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
     e(110, sys_proc::getppid, Full, "0: the sandbox has no parent"),
-    e(131, sys_signal::sigaltstack, Stub, "recorded; delivery comes later"),
+    e(
+        131,
+        sys_signal::sigaltstack,
+        Stub,
+        "recorded; delivery comes later",
+    ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
     e(186, sys_proc::gettid, Full, ""),
     e(201, sys_time::time, Full, ""),
-    e(202, sys_proc::futex, Partial, "one thread: WAKE wakes nobody, WAIT can only time out"),
+    e(
+        202,
+        sys_proc::futex,
+        Partial,
+        "one thread: WAKE wakes nobody, WAIT can only time out",
+    ),
     e(204, sys_proc::sched_getaffinity, Full, "one vCPU"),
     e(218, sys_proc::set_tid_address, Full, ""),
     e(228, sys_time::clock_gettime, Full, ""),
     e(229, sys_time::clock_getres, Full, ""),
     e(230, sys_time::clock_nanosleep, Full, ""),
     e(231, sys_proc::exit_group, Full, ""),
-    e(262, sys_io::newfstatat, Partial, "AT_EMPTY_PATH on fds 0-2 only"),
+    e(
+        262,
+        sys_io::newfstatat,
+        Partial,
+        "AT_EMPTY_PATH on fds 0-2 only",
+    ),
     e(273, sys_proc::set_robust_list, Stub, "recorded"),
-    e(302, sys_proc::prlimit64, Partial, "own process; limits are recorded, not enforced"),
+    e(
+        302,
+        sys_proc::prlimit64,
+        Partial,
+        "own process; limits are recorded, not enforced",
+    ),
     e(318, sys_proc::getrandom, Full, ""),
 ];
 
@@ -115,8 +160,16 @@ fn lookup(nr: usize) -> Option<&'static Entry> {
 
 /// Runs syscall `nr`; returns the value for RAX (`-errno` on failure).
 pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
+    crate::control::serve_pending();
     let result = match usize::try_from(nr).ok().and_then(lookup) {
-        Some(entry) => process::with(|p| (entry.handler)(p, args)),
+        Some(entry) => {
+            if entry.support != Full {
+                log_once(entry.nr, |name| {
+                    log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
+                });
+            }
+            process::with(|p| (entry.handler)(p, args))
+        }
         None => {
             log_unimplemented(nr);
             Err(Errno::ENOSYS)
@@ -128,19 +181,23 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     }
 }
 
-fn log_unimplemented(nr: u64) {
-    let idx = nr as usize;
-    if idx < TABLE_SIZE {
-        let bit = 1u64 << (idx % 64);
-        if LOGGED[idx / 64].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+/// Runs `f(name)` the first time syscall `nr` gets here.
+fn log_once(nr: usize, f: impl FnOnce(&str)) {
+    if nr < TABLE_SIZE {
+        let bit = 1u64 << (nr % 64);
+        if LOGGED[nr / 64].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
             return;
         }
     }
-    let name = syscall_names::name(idx).unwrap_or("?");
-    log::warn!("unimplemented syscall {nr} ({name}): ENOSYS");
+    f(syscall_names::name(nr).unwrap_or("?"));
 }
 
-#[allow(dead_code, reason = "checked at boot in debug builds")]
+fn log_unimplemented(nr: u64) {
+    log_once(nr as usize, |name| {
+        log::warn!("unimplemented syscall {nr} ({name}): ENOSYS")
+    });
+}
+
 /// Whether the table is sorted by number (binary search needs it).
 pub fn table_is_sorted() -> bool {
     ENTRIES.windows(2).all(|w| w[0].nr < w[1].nr)

@@ -41,7 +41,11 @@ fn transfer(p: &mut Process, fd: u64, bufs: &[(u64, u64)], write: bool) -> SysRe
         let (gpa, n) = hostcall::iovecs(iov);
         let rc = hostcall::call(call, [fd, gpa, n, 0, 0, 0]);
         if rc < 0 {
-            return if *total > 0 { Ok(false) } else { Err(errno_from(rc)) };
+            return if *total > 0 {
+                Ok(false)
+            } else {
+                Err(errno_from(rc))
+            };
         }
         let full = rc as u64 == *pending;
         *total += rc as u64;
@@ -56,7 +60,11 @@ fn transfer(p: &mut Process, fd: u64, bufs: &[(u64, u64)], write: bool) -> SysRe
             // An unmapped buffer after some bytes moved ends the transfer.
             if let Err(e) = uaccess::user_iovecs(&mut p.mm, addr + off, n, !write, &mut iov) {
                 flush(&mut iov, &mut pending, &mut total)?;
-                return if total > 0 { Ok(total as usize) } else { Err(e) };
+                return if total > 0 {
+                    Ok(total as usize)
+                } else {
+                    Err(e)
+                };
             }
             pending += n;
             off += n;
@@ -179,7 +187,8 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
 fn stat_stdio(p: &mut Process, fd: usize, buf: u64) -> SysResult {
     let info = boot_info();
     let mut st = [0u8; 144];
-    let mut put = |off: usize, v: u64, n: usize| st[off..off + n].copy_from_slice(&v.to_le_bytes()[..n]);
+    let mut put =
+        |off: usize, v: u64, n: usize| st[off..off + n].copy_from_slice(&v.to_le_bytes()[..n]);
     put(16, 1, 8); // st_nlink
     put(24, u64::from(info.stdio_mode[fd]), 4);
     put(28, u64::from(p.ids[1]), 4);
@@ -243,13 +252,22 @@ pub fn poll(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if !host.is_empty() {
         let t = if ready > 0 { 0 } else { timeout };
         let (gpa, _) = hostcall::buf(as_bytes(&host));
-        let rc = hostcall::call(Call::Poll, [gpa, host.len() as u64, t as i64 as u64, 0, 0, 0]);
+        let rc = hostcall::call(
+            Call::Poll,
+            [gpa, host.len() as u64, t as i64 as u64, 0, 0, 0],
+        );
         if rc < 0 {
             return Err(errno_from(rc));
         }
         // SAFETY: the VMM wrote `revents` in place.
-        let host: Vec<PollFd> = host.iter().map(|h| unsafe { core::ptr::read_volatile(h) }).collect();
-        for e in entries.iter_mut().filter(|e| (0..=2).contains(&e.0) && e.2 == 0) {
+        let host: Vec<PollFd> = host
+            .iter()
+            .map(|h| unsafe { core::ptr::read_volatile(h) })
+            .collect();
+        for e in entries
+            .iter_mut()
+            .filter(|e| (0..=2).contains(&e.0) && e.2 == 0)
+        {
             if let Some(h) = host.iter().find(|h| h.fd == e.0) {
                 e.2 = h.revents;
                 if h.revents != 0 {
@@ -260,11 +278,19 @@ pub fn poll(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else if ready == 0 && timeout != 0 {
         // Nothing to wait for: sleep out the timeout (a negative one would
         // block forever; an exit would come from a signal, which we lack).
-        let ns = if timeout < 0 { u64::MAX } else { timeout as u64 * 1_000_000 };
+        let ns = if timeout < 0 {
+            u64::MAX
+        } else {
+            timeout as u64 * 1_000_000
+        };
         hostcall::call(Call::Sleep, [ns.min(1 << 62), 0, 0, 0, 0, 0]);
     }
     for (i, e) in entries.iter().enumerate() {
-        uaccess::write(&mut p.mm, ufds + i as u64 * 8 + 4, &(((e.2 as u16) as u32) << 16 | (e.1 as u16) as u32))?;
+        uaccess::write(
+            &mut p.mm,
+            ufds + i as u64 * 8 + 4,
+            &(((e.2 as u16) as u32) << 16 | (e.1 as u16) as u32),
+        )?;
     }
     Ok(ready)
 }

@@ -1,8 +1,6 @@
 //! Process syscalls: identity, exit, thread-area, limits, randomness,
 //! affinity and the single-threaded `futex`.
 
-use qlib::abi::Call;
-
 use crate::arch;
 use crate::errno::{Errno, SysResult};
 use crate::hostcall;
@@ -140,7 +138,7 @@ pub fn prlimit64(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `sched_getaffinity(pid, len, mask)`: one vCPU.
 pub fn sched_getaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    if a[1] < 8 || a[1] % 8 != 0 {
+    if a[1] < 8 || !a[1].is_multiple_of(8) {
         return Err(Errno::EINVAL);
     }
     uaccess::write(&mut p.mm, a[2], &1u64)?;
@@ -198,7 +196,7 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
             } else {
                 ns
             };
-            hostcall::call(Call::Sleep, [ns, 0, 0, 0, 0, 0]);
+            hostcall::sleep_until(crate::time::monotonic_ns().saturating_add(ns));
             Err(Errno::ETIMEDOUT)
         }
         _ => Err(Errno::ENOSYS),

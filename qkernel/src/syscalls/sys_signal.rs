@@ -21,7 +21,10 @@ pub fn rt_sigaction(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let idx = (sig - 1) as usize;
     if a[2] != 0 {
         let old = p.signals.actions[idx];
-        for (i, v) in [old.handler, old.flags, old.restorer, old.mask].iter().enumerate() {
+        for (i, v) in [old.handler, old.flags, old.restorer, old.mask]
+            .iter()
+            .enumerate()
+        {
             uaccess::write(&mut p.mm, a[2] + i as u64 * 8, v)?;
         }
     }

@@ -1,8 +1,6 @@
 //! Time syscalls, answered from the TSC (`time.rs`) without host calls;
 //! sleeping blocks the vCPU in the host.
 
-use qlib::abi::Call;
-
 use crate::errno::{Errno, SysResult};
 use crate::hostcall;
 use crate::mm::uaccess;
@@ -84,7 +82,7 @@ pub fn time(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 fn sleep(ns: u64) {
     if ns > 0 {
-        hostcall::call(Call::Sleep, [ns, 0, 0, 0, 0, 0]);
+        hostcall::sleep_until(time::monotonic_ns().saturating_add(ns));
     }
 }
 

@@ -71,5 +71,6 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
         argv: rest,
         env,
         log_level: if debug { 4 } else { 0 },
+        stats: args.iter().any(|a| a == "--stats"),
     })
 }

@@ -1,0 +1,72 @@
+//! Control requests from the VMM (`qlib::abi::ControlPage`): served after
+//! every host call and at every syscall, outside any lock but the process
+//! lock (lock order: process, then the page allocator).
+//!
+//! Reclaim: every free page of the bitmap allocator (held chunks) and every
+//! chunk returned to the chunk pool goes back to the host in batched
+//! `Reclaim` calls; the VMM drops them with `madvise(MADV_DONTNEED)` and
+//! they read back as zeros. With one vCPU nothing allocates while the
+//! batches are sent.
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use qlib::abi::{Call, IoVec, MAX_IOVECS, control};
+use qlib::layout::CONTROL_GPA;
+
+use crate::hostcall;
+use crate::mm::{frames, gpa_to_kva};
+
+static SERVING: AtomicBool = AtomicBool::new(false);
+
+fn pending_word() -> &'static AtomicU64 {
+    // SAFETY: the control page is reserved guest RAM in the direct map,
+    // 8-byte aligned; the VMM and the guest only touch it atomically.
+    unsafe { AtomicU64::from_ptr(gpa_to_kva(CONTROL_GPA) as *mut u64) }
+}
+
+/// Serves pending control requests, if any (a load when there are none).
+pub fn serve_pending() {
+    let word = pending_word();
+    if word.load(Ordering::Relaxed) == 0 || SERVING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let bits = word.swap(0, Ordering::AcqRel);
+    if bits & control::RECLAIM != 0 {
+        reclaim();
+    }
+    SERVING.store(false, Ordering::Release);
+}
+
+/// Returns free memory to the host; returns the bytes handed back.
+pub fn reclaim() -> u64 {
+    let mut runs: Vec<IoVec> = Vec::new();
+    frames::for_each_free_run(|gpa, len| runs.push(IoVec { gpa, len }));
+    frames::for_each_returned_chunk(|gpa, len| runs.push(IoVec { gpa, len }));
+    let total: u64 = runs.iter().map(|r| r.len).sum();
+    let batches = runs.chunks(MAX_IOVECS as usize);
+    let n = batches.len();
+    if n == 0 {
+        // Nothing to drop; still tell the VMM the reclaim is done.
+        hostcall::call(Call::Reclaim, [0, 0, 1, 0, 0, 0]);
+    }
+    for (i, batch) in batches.enumerate() {
+        let (gpa, count) = hostcall::iovecs(batch);
+        let last = u64::from(i + 1 == n);
+        let rc = hostcall::call(Call::Reclaim, [gpa, count, last, 0, 0, 0]);
+        if rc < 0 {
+            log::error!("reclaim refused by the VMM: {rc}");
+            return 0;
+        }
+    }
+    let s = frames::stats();
+    log::debug!(
+        "reclaimed {} KiB in {} ranges; {} pages in use, {} free in {} chunks",
+        total >> 10,
+        runs.len(),
+        s.pages_in_use,
+        s.pages_free,
+        s.chunks
+    );
+    total
+}

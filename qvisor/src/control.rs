@@ -1,0 +1,128 @@
+//! Control requests from outside the guest: a signal thread turns signals
+//! sent to the sandbox process into requests (no logic runs in a signal
+//! handler), posts them in the guest's `ControlPage` and wakes any
+//! blocking host call through an eventfd, which then returns
+//! `RET_RESTART` so the guest serves the request and retries.
+//!
+//! SIGUSR1: return free guest memory to the host (reclaim).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use qlib::abi::control;
+use qlib::layout::CONTROL_GPA;
+
+use crate::guest_mem::GuestRam;
+
+/// The wake-up side shared by the signal thread and the host calls.
+pub struct ControlChannel {
+    /// Readable when a request is pending.
+    pub eventfd: OwnedFd,
+    /// Tells the signal thread to end.
+    stop: AtomicBool,
+    stop_fd: OwnedFd,
+}
+
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: eventfd has no memory-safety preconditions.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn poke(fd: &OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 bytes from a valid buffer to our eventfd.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+}
+
+/// Empties an eventfd; returns whether it was signalled.
+pub fn drain(fd: &OwnedFd) -> bool {
+    let mut buf = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a valid buffer.
+    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) == 8 }
+}
+
+impl ControlChannel {
+    /// A channel with nothing pending.
+    pub fn new() -> std::io::Result<Arc<Self>> {
+        Ok(Arc::new(Self {
+            eventfd: eventfd()?,
+            stop: AtomicBool::new(false),
+            stop_fd: eventfd()?,
+        }))
+    }
+
+    /// Posts `bits` to the guest and wakes a blocked host call.
+    pub fn post(&self, ram: &GuestRam, bits: u64) {
+        if ram.atomic_or_u64(CONTROL_GPA, bits).is_ok() {
+            poke(&self.eventfd);
+        }
+    }
+
+    /// Ends the signal thread.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        poke(&self.stop_fd);
+    }
+}
+
+/// Blocks the control signals in the calling thread (and the threads it
+/// spawns afterwards), so only the signal thread receives them.
+pub fn block_signals() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a local set; pthread_sigmask with a
+    // valid set pointer.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// The signal thread: waits on a signalfd for the control signals and the
+/// stop eventfd.
+pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, set: libc::sigset_t) {
+    // SAFETY: set is a valid signal set; -1 asks for a new signalfd.
+    let sfd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    if sfd < 0 {
+        log::warn!("signalfd failed: control signals are ignored");
+        return;
+    }
+    // SAFETY: sfd is a fresh descriptor we own.
+    let sfd = unsafe { OwnedFd::from_raw_fd(sfd) };
+    while !channel.stop.load(Ordering::SeqCst) {
+        let mut fds = [
+            libc::pollfd {
+                fd: sfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: channel.stop_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } <= 0 {
+            continue;
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            // SAFETY: signalfd_siginfo is plain data; all-zero is valid.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = size_of::<libc::signalfd_siginfo>();
+            // SAFETY: reads one siginfo record into a buffer of its size.
+            let n = unsafe { libc::read(sfd.as_raw_fd(), (&raw mut info).cast(), size) };
+            if n as usize == size && info.ssi_signo == libc::SIGUSR1 as u32 {
+                log::info!("SIGUSR1: asking the guest to reclaim free memory");
+                channel.post(ram, control::RECLAIM);
+            }
+        }
+    }
+}
