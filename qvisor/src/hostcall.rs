@@ -47,7 +47,12 @@ const MAX_MESSAGE: u64 = 4096;
 
 impl<'a> HostCalls<'a> {
     /// Host calls over `ram`, printing guest log lines up to `log_level`.
-    pub fn new(ram: &'a GuestRam, log_level: u64, control: Arc<ControlChannel>, stats: bool) -> Self {
+    pub fn new(
+        ram: &'a GuestRam,
+        log_level: u64,
+        control: Arc<ControlChannel>,
+        stats: bool,
+    ) -> Self {
         Self {
             ram,
             log_level,
@@ -180,7 +185,10 @@ impl<'a> HostCalls<'a> {
             let ms = start.elapsed().as_secs_f64() * 1e3;
             log::info!("reclaimed {bytes} bytes in {ms:.3} ms");
             if self.stats {
-                let _ = writeln!(std::io::stderr(), "qrun: reclaimed {bytes} bytes in {ms:.3} ms");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "qrun: reclaimed {bytes} bytes in {ms:.3} ms"
+                );
             }
         }
         total

@@ -287,3 +287,28 @@ fn has_interp(elf: &[u8]) -> bool {
     };
     (0..usize::from(phnum)).any(|i| u32_at(phoff + i * usize::from(phentsize)) == Some(PT_INTERP))
 }
+
+#[test]
+fn wild_pointers_get_efault() {
+    if !require_kvm() {
+        return;
+    }
+    let native = compare("badptr", &[], &[]);
+    assert_eq!(native.status, 0);
+    assert_eq!(
+        stdout(&native).matches("Bad address").count(),
+        7,
+        "{native:?}"
+    );
+}
+
+#[test]
+fn user_port_io_cannot_reach_the_vmm() {
+    if !require_kvm() {
+        return;
+    }
+    // Natively and in the sandbox, `out` from user mode is a SIGSEGV.
+    let native = compare("badptr", &["out"], &[]);
+    assert_eq!(native.status, 139, "{native:?}");
+    assert!(!stdout(&native).contains("went through"));
+}

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 /// Every program `build.rs` produces, by name.
 pub const ALL: &[&str] = &[
     "args_env",
+    "badptr",
     // The bench_* programs are benchmarks for the `bench` harness: they
     // print timings, so unlike the others their output varies by run.
     "bench_fault",

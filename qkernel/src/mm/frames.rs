@@ -47,7 +47,10 @@ unsafe impl ChunkSource for ChunkPool {
             ret.1 += 1;
         } else {
             // 512 chunks cover 2 GiB, the most guest RAM there is.
-            log::error!("chunk pool full: chunk {:#x} is lost", chunk as u64 - DIRECT_MAP);
+            log::error!(
+                "chunk pool full: chunk {:#x} is lost",
+                chunk as u64 - DIRECT_MAP
+            );
         }
     }
 }

@@ -14,7 +14,7 @@ pub fn run(args: &[String], debug: bool) -> i32 {
             return 2;
         }
     };
-    let stats = args.iter().any(|a| a == "--stats");
+    let stats = config.stats;
     let start = std::time::Instant::now();
     match Sandbox::run(&config) {
         Ok(report) => {
@@ -37,6 +37,7 @@ pub fn run(args: &[String], debug: bool) -> i32 {
 
 fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     let mut memory = DEFAULT_MEMORY;
+    let mut stats = false;
     let mut env = Vec::new();
     let mut it = args.iter();
     let mut rest = Vec::new();
@@ -53,7 +54,7 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
                 }
                 env.push(v.clone());
             }
-            "--stats" => {}
+            "--stats" => stats = true,
             "--" => {
                 rest.extend(it.by_ref().cloned());
             }
@@ -71,6 +72,6 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
         argv: rest,
         env,
         log_level: if debug { 4 } else { 0 },
-        stats: args.iter().any(|a| a == "--stats"),
+        stats,
     })
 }

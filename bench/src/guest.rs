@@ -1,0 +1,116 @@
+//! Micro-benchmarks that time themselves inside the guest (and natively,
+//! for comparison): `bench_syscall`, `bench_fault`, `bench_hostcall` from
+//! `test-apps`. Each prints `key value` lines in nanoseconds; the harness
+//! runs each program `runs` times on each side, interleaved, after one
+//! unrecorded warm-up run, and reports medians in microseconds.
+
+use crate::metric::Metric;
+use crate::runner::{self, Runner};
+use crate::startup::summary_metric;
+
+/// One figure a program prints, and the metrics it becomes.
+struct Field {
+    key: &'static str,
+    sandboxed: &'static str,
+    native: &'static str,
+    /// Target for the sandboxed median, in µs.
+    target_us: Option<f64>,
+}
+
+struct Program {
+    name: &'static str,
+    args: &'static [&'static str],
+    qrun_opts: &'static [&'static str],
+    fields: &'static [Field],
+}
+
+const PROGRAMS: &[Program] = &[
+    Program {
+        name: "bench_syscall",
+        args: &["200000"],
+        qrun_opts: &[],
+        fields: &[Field {
+            key: "syscall_ns",
+            sandboxed: "null_syscall_us",
+            native: "null_syscall_native_us",
+            target_us: Some(3.0),
+        }],
+    },
+    Program {
+        name: "bench_fault",
+        // 256 MiB of touches needs more than the default 256 MiB guest.
+        args: &["256"],
+        qrun_opts: &["--memory", "1G"],
+        fields: &[
+            Field {
+                key: "fault_ns_per_touch",
+                sandboxed: "page_fault_us",
+                native: "page_fault_native_us",
+                target_us: Some(10.0),
+            },
+            Field {
+                key: "page_ns_per_page",
+                sandboxed: "page_touch_us",
+                native: "page_touch_native_us",
+                target_us: None,
+            },
+        ],
+    },
+    Program {
+        name: "bench_hostcall",
+        args: &["2000"],
+        qrun_opts: &[],
+        fields: &[Field {
+            key: "hostcall_ns",
+            sandboxed: "host_call_us",
+            native: "host_call_native_us",
+            target_us: Some(35.0),
+        }],
+    },
+];
+
+pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
+    let mut out = Vec::new();
+    for p in PROGRAMS {
+        eprintln!("bench: {} x{runs}", p.name);
+        let mut native = Ok(vec![Vec::new(); p.fields.len()]);
+        let mut sandboxed = Ok(vec![Vec::new(); p.fields.len()]);
+        for i in 0..=runs {
+            for (samples, mut cmd) in [
+                (&mut native, r.native(p.name, p.args)),
+                (&mut sandboxed, r.sandboxed(p.qrun_opts, p.name, p.args)),
+            ] {
+                let Ok(per_field) = samples else { continue };
+                match one_run(&mut cmd, p.fields) {
+                    Ok(values) if i > 0 => {
+                        for (v, x) in per_field.iter_mut().zip(values) {
+                            v.push(x / 1e3);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => *samples = Err(e),
+                }
+            }
+        }
+        for (i, f) in p.fields.iter().enumerate() {
+            let pick = |s: &Result<Vec<Vec<f64>>, String>| match s {
+                Ok(v) => Ok(v[i].clone()),
+                Err(e) => Err(e.clone()),
+            };
+            out.push(summary_metric(f.sandboxed, "us", pick(&sandboxed), f.target_us));
+            out.push(summary_metric(f.native, "us", pick(&native), None));
+        }
+    }
+    out
+}
+
+/// The value of each field, in the program's nanoseconds.
+fn one_run(cmd: &mut std::process::Command, fields: &[Field]) -> Result<Vec<f64>, String> {
+    let o = runner::output(cmd)?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    fields
+        .iter()
+        .map(|f| runner::field(&text, f.key))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", runner::describe(cmd)))
+}
