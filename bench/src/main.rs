@@ -1,1 +1,167 @@
-fn main() {}
+//! Benchmark harness: `cargo run --release -p bench [-- --quick] [--out
+//! PATH] [--qrun PATH]`. Needs `target/release/qrun` (`cargo build
+//! --release`) and `/dev/kvm`.
+//!
+//! Not a test: it prints a table of medians (with min, p90, max and the run
+//! count), each against its target with PASS or MISS, then ratios, and
+//! writes the same as JSON to `target/bench/bench.json` (see
+//! [`metric::json`] for the layout). Native and sandboxed runs are
+//! interleaved in one invocation so that both see the same machine state.
+//! Benchmarks never fail the process for missing a target; the exit status
+//! is 1 only when a required measurement could not be taken.
+//!
+//! | metric | what | target |
+//! |---|---|---|
+//! | `hello_qrun_ms` | wall time of `qrun do -- hello`, spawn to exit, 30 runs | <= 10 ms |
+//! | `hello_native_ms` | the same binary run natively | |
+//! | `hello_host_calls` | count from `qrun do --stats` | <= 10 |
+//! | `hello_qrun_self_ms` | the time `qrun --stats` reports for itself | |
+//! | `null_syscall_us` | raw `getppid` in the guest, `bench_syscall` | <= 3 µs |
+//! | `page_fault_us` | one touch per 64 KiB of fresh anonymous memory (one fault-around fault each), `bench_fault` | <= 10 µs |
+//! | `page_touch_us` | touching every 4 KiB page of fresh memory, per page | |
+//! | `host_call_us` | `poll(fd 1, timeout 0)` (one host call) minus a null syscall, `bench_hostcall` | <= 35 µs |
+//! | `alloc.*` | qlib's bitmap page allocator against `buddy_system_allocator` ([`alloc_bench`]) | |
+//! | `reclaim_ms` | SIGUSR1 to qrun until its RSS falls, after the guest freed 1 GiB ([`reclaim`]); optional, n/a with a reason if unsupported | <= 150 ms |
+//!
+//! Each guest metric has a `*_native_us` twin from the same program run
+//! directly on the host. The guest programs time themselves with
+//! `CLOCK_MONOTONIC`; each is run 10 times per side (3 with `--quick`).
+//! `--quick` also cuts `hello` to 10 runs and reclaim to one.
+
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+mod alloc_bench;
+mod guest;
+mod metric;
+mod reclaim;
+mod runner;
+mod startup;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use metric::{Metric, Ratio, Value};
+use runner::Runner;
+
+const USAGE: &str = "usage: bench [--quick] [--out PATH] [--qrun PATH]";
+
+struct Options {
+    quick: bool,
+    out: PathBuf,
+    qrun: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        quick: false,
+        out: runner::workspace_root().join("target/bench/bench.json"),
+        qrun: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--out" => o.out = args.next().ok_or("--out needs a path")?.into(),
+            "--qrun" => o.qrun = Some(args.next().ok_or("--qrun needs a path")?.into()),
+            // `cargo bench` style invocations pass --bench; ignore it.
+            "--bench" => {}
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument '{a}'")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("bench: {msg}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runner = match Runner::new(opts.qrun.clone()) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("bench: {msg}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(w) = runner.staleness_warning() {
+        eprintln!("bench: {w}");
+    }
+    let (hello_runs, guest_runs, reclaim_runs) = if opts.quick { (10, 3, 1) } else { (30, 10, 3) };
+
+    eprintln!("bench: hello x{hello_runs}");
+    let mut metrics = startup::run(&runner, hello_runs);
+    metrics.extend(guest::run(&runner, guest_runs));
+    eprintln!("bench: allocators");
+    metrics.extend(
+        alloc_bench::run_alloc_bench()
+            .into_iter()
+            .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None)),
+    );
+    metrics.extend(reclaim::run(&runner, reclaim_runs));
+    let ratios = ratios(&metrics);
+
+    print!("{}", metric::table(&metrics, &ratios));
+    let json = metric::json(&metrics, &ratios, opts.quick, &runner.qrun().display().to_string());
+    if let Err(e) = write_json(&opts.out, &json) {
+        eprintln!("bench: writing {}: {e}", opts.out.display());
+        return ExitCode::FAILURE;
+    }
+    println!("\nwrote {}", opts.out.display());
+    if metrics.iter().any(|m| matches!(m.value, Value::Failed(_))) {
+        eprintln!("bench: some measurements failed (ERROR above)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn alloc_unit(name: &str) -> &'static str {
+    if name.ends_with("ns_per_op") {
+        "ns"
+    } else if name.ends_with("ops_per_s") {
+        "op/s"
+    } else {
+        ""
+    }
+}
+
+/// Sandboxed against native, and the bitmap allocator against the buddy
+/// allocator (below 1 means the bitmap allocator is faster).
+fn ratios(m: &[Metric]) -> Vec<Ratio> {
+    let mut r = vec![
+        Ratio::of(m, "hello qrun/native", "hello_qrun_ms", "hello_native_ms"),
+        Ratio::of(m, "null syscall sandbox/native", "null_syscall_us", "null_syscall_native_us"),
+        Ratio::of(m, "page fault sandbox/native", "page_fault_us", "page_fault_native_us"),
+        Ratio::of(m, "page touch sandbox/native", "page_touch_us", "page_touch_native_us"),
+        Ratio::of(m, "host call sandbox/native", "host_call_us", "host_call_native_us"),
+        Ratio::of(m, "host call / null syscall", "host_call_us", "null_syscall_us"),
+    ];
+    for workload in ["pair", "batch"] {
+        for other in ["buddy", "buddy_locked"] {
+            r.push(Ratio::of(
+                m,
+                &format!("alloc {workload} bitmap/{other}"),
+                &format!("alloc.{workload}.bitmap.ns_per_op"),
+                &format!("alloc.{workload}.{other}.ns_per_op"),
+            ));
+        }
+    }
+    r
+}
+
+fn write_json(path: &std::path::Path, json: &serde_json::Value) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
+    text.push('\n');
+    std::fs::write(path, text)
+}
