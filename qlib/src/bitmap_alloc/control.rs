@@ -113,42 +113,52 @@ impl ControlPage {
 
     /// Marks the chunk as no longer held (just before it goes back to the
     /// chunk source), so a stale control page is recognisable in a dump.
+    #[inline]
     pub(super) fn retire(&self) {
         self.magic.store(0, Relaxed);
     }
 
+    #[inline]
     pub(super) fn next(&self) -> usize {
         self.next.load(Relaxed) as usize
     }
 
+    #[inline]
     pub(super) fn prev(&self) -> usize {
         self.prev.load(Relaxed) as usize
     }
 
+    #[inline]
     pub(super) fn set_next(&self, chunk: usize) {
         self.next.store(chunk as u64, Relaxed);
     }
 
+    #[inline]
     pub(super) fn set_prev(&self, chunk: usize) {
         self.prev.store(chunk as u64, Relaxed);
     }
 
+    #[cfg(test)]
     pub(super) fn free_pages(&self) -> usize {
         self.free_pages.load(Relaxed) as usize
     }
 
+    #[inline]
     pub(super) fn refcount(&self, index: usize) -> &AtomicU16 {
         &self.refcount[index]
     }
 
     #[cfg(test)]
+    #[inline]
     pub(super) fn is_free(&self, index: usize) -> bool {
         self.l2[index / 64].load(Relaxed) & (1 << (index % 64)) != 0
     }
 
     /// Takes the lowest free page: two `trailing_zeros` scans. Returns its
-    /// index within the chunk, or `None` if the chunk is full. Lock held.
-    pub(super) fn take_page(&self) -> Option<usize> {
+    /// index within the chunk and the chunk's free pages left, or `None` if
+    /// the chunk is full. Lock held.
+    #[inline]
+    pub(super) fn take_page(&self) -> Option<(usize, usize)> {
         let l1 = self.l1.load(Relaxed);
         if l1 == 0 {
             return None;
@@ -157,34 +167,40 @@ impl ControlPage {
         let word = self.l2[w].load(Relaxed);
         debug_assert_ne!(word, 0, "L1 bit set over an empty L2 word");
         let b = word.trailing_zeros() as usize;
-        let word = word & !(1 << b);
+        // Clear the lowest set bit.
+        let word = word & word.wrapping_sub(1);
         self.l2[w].store(word, Relaxed);
         if word == 0 {
             self.l1.store(l1 & !(1 << w), Relaxed);
         }
-        self.free_pages
-            .store(self.free_pages.load(Relaxed) - 1, Relaxed);
-        Some(w * 64 + b)
+        let left = self.free_pages.load(Relaxed) - 1;
+        self.free_pages.store(left, Relaxed);
+        Some((w * 64 + b, left as usize))
     }
 
-    /// Marks page `index` (1..=1023) free again. Returns `false`, changing
-    /// nothing, if it already was. Lock held.
-    pub(super) fn put_page(&self, index: usize) -> bool {
+    /// Marks page `index` (1..=1023) free again and returns the chunk's free
+    /// pages now. Returns `None`, changing nothing, if it already was free.
+    /// Lock held.
+    #[inline]
+    pub(super) fn put_page(&self, index: usize) -> Option<usize> {
         debug_assert!((1..PAGES_PER_CHUNK).contains(&index));
         let (w, bit) = (index / 64, 1u64 << (index % 64));
         let word = self.l2[w].load(Relaxed);
         if word & bit != 0 {
-            return false;
+            return None;
         }
         self.l2[w].store(word | bit, Relaxed);
-        self.l1.store(self.l1.load(Relaxed) | (1 << w), Relaxed);
-        self.free_pages
-            .store(self.free_pages.load(Relaxed) + 1, Relaxed);
-        true
+        if word == 0 {
+            self.l1.store(self.l1.load(Relaxed) | (1 << w), Relaxed);
+        }
+        let now = self.free_pages.load(Relaxed) + 1;
+        self.free_pages.store(now, Relaxed);
+        Some(now as usize)
     }
 
     /// Calls `f(first_index, count)` for each maximal run of free pages, in
     /// ascending order. Lock held.
+    #[inline]
     pub(super) fn for_each_free_run(&self, mut f: impl FnMut(usize, usize)) {
         let mut run: Option<(usize, usize)> = None;
         for (w, word) in self.l2.iter().enumerate() {
@@ -209,6 +225,7 @@ impl ControlPage {
 
     /// Checks the bitmaps and counters against each other. Lock held.
     #[cfg(test)]
+    #[inline]
     pub(super) fn check(&self) -> Result<(), &'static str> {
         if self.magic.load(Relaxed) != CONTROL_MAGIC {
             return Err("bad magic");

@@ -11,16 +11,19 @@ pub(super) struct ChunkList {
 }
 
 impl ChunkList {
+    #[inline]
     pub(super) const fn new() -> Self {
         Self { head: 0 }
     }
 
     /// The first chunk on the list, if any.
+    #[inline]
     pub(super) fn first(&self) -> Option<usize> {
         (self.head != 0).then_some(self.head)
     }
 
     /// Puts `chunk` (held, initialised, not on the list) at the head.
+    #[inline]
     pub(super) fn push_front(&mut self, chunk: usize) {
         // SAFETY: the caller passes a held chunk with an initialised control
         // page, and `&mut self` means the allocator lock is held, so the
@@ -37,6 +40,7 @@ impl ChunkList {
     }
 
     /// Takes `chunk`, which is on the list, off it.
+    #[inline]
     pub(super) fn unlink(&mut self, chunk: usize) {
         // SAFETY: `chunk` is on the list, hence held and initialised; the
         // lock is held.
@@ -59,6 +63,7 @@ impl ChunkList {
 
     /// Calls `f(chunk)` for each chunk on the list, head first.
     #[cfg(test)]
+    #[inline]
     pub(super) fn for_each(&self, mut f: impl FnMut(usize)) {
         let mut c = self.head;
         while c != 0 {

@@ -211,6 +211,7 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// Allocates a page with reference count 1, or `None` if the source is
     /// out of chunks.
+    #[inline]
     pub fn alloc(&self) -> Option<usize> {
         let mut inner = self.inner.lock();
         let chunk = match inner.list.first() {
@@ -220,20 +221,24 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         // SAFETY: chunks on the list are held and initialised, and we hold
         // the lock, so the chunk stays held while `cp` lives.
         let cp = unsafe { ControlPage::at(chunk) };
-        if cp.free_pages() == USABLE_PAGES_PER_CHUNK {
+        let (index, left) = cp.take_page().expect("a chunk on the list has a free page");
+        if left == USABLE_PAGES_PER_CHUNK - 1 {
             inner.free_chunks -= 1;
-        }
-        let index = cp.take_page().expect("a chunk on the list has a free page");
-        if cp.free_pages() == 0 {
+        } else if left == 0 {
             inner.list.unlink(chunk);
         }
         inner.free_pages -= 1;
+        // A free page's count is 0 and only changes under the lock: no
+        // lock-free call raises a count from 0.
         cp.refcount(index).store(1, Release);
+        drop(inner);
         Some(chunk + index * PAGE_SIZE)
     }
 
     /// Takes a chunk from the source, sets up its control page and puts it
     /// on the list.
+    #[cold]
+    #[inline(never)]
     fn grow(&self, inner: &mut Inner<S>) -> Option<usize> {
         let chunk = inner.source.alloc_chunk()?;
         if chunk == 0 || chunk & CHUNK_MASK != 0 || self.owned.contains(chunk) {
@@ -259,12 +264,19 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     }
 
     /// Frees `page`, whose reference count must be 1.
+    #[inline]
     pub fn free(&self, page: usize) -> Result<(), AllocError> {
+        // The checks that need no lock come first.
+        let (chunk, index) = Self::split(page)?;
         let mut inner = self.inner.lock();
-        let (chunk, index) = self.locate(page)?;
-        // SAFETY: `locate` saw the chunk held; we hold the lock, so it stays
-        // held while `cp` lives.
+        if !self.owned.contains(chunk) {
+            return Err(AllocError::NotOwned);
+        }
+        // SAFETY: the chunk is held (just checked); we hold the lock, so it
+        // stays held while `cp` lives.
         let cp = unsafe { ControlPage::at(chunk) };
+        // Atomic against lock-free `inc_ref`/`dec_ref`: exactly one of a
+        // racing `inc_ref` and this `free` wins.
         match cp.refcount(index).compare_exchange(1, 0, AcqRel, Acquire) {
             Ok(_) => self.release_page(&mut inner, chunk, index),
             Err(0) => Err(AllocError::DoubleFree),
@@ -360,9 +372,21 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// Splits `page` into (chunk, index) after checking that it is a usable
     /// page of a held chunk. Touches no chunk memory.
+    #[inline]
     fn locate(&self, page: usize) -> Result<(usize, usize), AllocError> {
+        let (chunk, index) = Self::split(page)?;
+        if !self.owned.contains(chunk) {
+            return Err(AllocError::NotOwned);
+        }
+        Ok((chunk, index))
+    }
+
+    /// Splits `page` into (chunk, index) if it is page aligned and not a
+    /// control page; says nothing about ownership.
+    #[inline]
+    fn split(page: usize) -> Result<(usize, usize), AllocError> {
         let (chunk, index) = (page & !CHUNK_MASK, (page & CHUNK_MASK) / PAGE_SIZE);
-        if !page.is_multiple_of(PAGE_SIZE) || index == 0 || !self.owned.contains(chunk) {
+        if !page.is_multiple_of(PAGE_SIZE) || index == 0 {
             return Err(AllocError::NotOwned);
         }
         Ok((chunk, index))
@@ -386,6 +410,7 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// Marks page `index` of held `chunk` free (its count is already 0),
     /// and moves the chunk onto the list or back to the source as needed.
+    #[inline]
     fn release_page(
         &self,
         inner: &mut Inner<S>,
@@ -396,11 +421,11 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         // use, and chunks with a page in use are never released) and we hold
         // the lock.
         let cp = unsafe { ControlPage::at(chunk) };
-        if !cp.put_page(index) {
+        let Some(now) = cp.put_page(index) else {
             return Err(AllocError::DoubleFree);
-        }
+        };
         inner.free_pages += 1;
-        match cp.free_pages() {
+        match now {
             1 => inner.list.push_front(chunk),
             USABLE_PAGES_PER_CHUNK => {
                 inner.free_chunks += 1;
@@ -415,6 +440,8 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// Gives the fully free `chunk` back to the source, unless a lock-free
     /// call might be reading its control page (then it stays cached).
+    #[cold]
+    #[inline(never)]
     fn try_release(&self, inner: &mut Inner<S>, chunk: usize) {
         self.owned.remove(chunk);
         if self.readers.load(SeqCst) != 0 {

@@ -32,6 +32,7 @@ pub(super) struct OwnedChunks {
 
 impl OwnedChunks {
     /// `base` must be 4 MiB aligned when given.
+    #[inline]
     pub(super) const fn new(base: Option<usize>) -> Self {
         let base = match base {
             Some(b) => {
@@ -46,6 +47,7 @@ impl OwnedChunks {
         }
     }
 
+    #[inline]
     fn slot_in(base: usize, chunk: usize) -> Option<usize> {
         if base == NO_BASE || chunk < base {
             return None;
@@ -55,15 +57,18 @@ impl OwnedChunks {
     }
 
     /// The window slot of 4 MiB-aligned `chunk`, if it falls in the window.
+    #[inline]
     fn slot(&self, chunk: usize) -> Option<usize> {
         Self::slot_in(self.base.load(SeqCst), chunk)
     }
 
+    #[inline]
     fn chunk_at(&self, slot: usize) -> usize {
         self.base.load(SeqCst) + slot * CHUNK_SIZE
     }
 
     /// Whether the allocator holds the 4 MiB-aligned `chunk`. Lock-free.
+    #[inline]
     pub(super) fn contains(&self, chunk: usize) -> bool {
         self.slot(chunk)
             .is_some_and(|s| self.bits[s / 64].load(SeqCst) & (1 << (s % 64)) != 0)
@@ -71,6 +76,7 @@ impl OwnedChunks {
 
     /// The slot for a chunk just taken from the source, fixing the base if
     /// this is the first chunk. `None` if it is outside the window. Lock held.
+    #[inline]
     pub(super) fn slot_for_new(&self, chunk: usize) -> Option<usize> {
         if self.base.load(SeqCst) == NO_BASE {
             let base = chunk.saturating_sub(WINDOW_CHUNKS / 2 * CHUNK_SIZE);
@@ -80,6 +86,7 @@ impl OwnedChunks {
     }
 
     /// Publishes `chunk` as held. Lock held; its control page is ready.
+    #[inline]
     pub(super) fn insert(&self, chunk: usize) {
         let s = self
             .slot(chunk)
@@ -88,6 +95,7 @@ impl OwnedChunks {
     }
 
     /// Withdraws `chunk`. Lock held.
+    #[inline]
     pub(super) fn remove(&self, chunk: usize) {
         let s = self.slot(chunk).expect("remove: chunk is held");
         self.bits[s / 64].fetch_and(!(1 << (s % 64)), SeqCst);
@@ -95,6 +103,7 @@ impl OwnedChunks {
 
     /// Calls `f(chunk)` for every held chunk in ascending address order.
     /// Lock held (so the set does not change underneath).
+    #[inline]
     pub(super) fn for_each(&self, mut f: impl FnMut(usize)) {
         for (w, word) in self.bits.iter().enumerate() {
             let mut bits = word.load(SeqCst);
