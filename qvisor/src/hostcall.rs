@@ -269,7 +269,7 @@ impl<'a> HostCalls<'a> {
                 return EFAULT;
             }
         }
-        n as i64
+        n
     }
 }
 
