@@ -49,6 +49,12 @@ const PROGRAMS: &[Program] = &[
                 target_us: Some(10.0),
             },
             Field {
+                key: "fault_warm_ns_per_touch",
+                sandboxed: "page_fault_warm_us",
+                native: "page_fault_warm_native_us",
+                target_us: None,
+            },
+            Field {
                 key: "page_ns_per_page",
                 sandboxed: "page_touch_us",
                 native: "page_touch_native_us",
@@ -97,7 +103,12 @@ pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
                 Ok(v) => Ok(v[i].clone()),
                 Err(e) => Err(e.clone()),
             };
-            out.push(summary_metric(f.sandboxed, "us", pick(&sandboxed), f.target_us));
+            out.push(summary_metric(
+                f.sandboxed,
+                "us",
+                pick(&sandboxed),
+                f.target_us,
+            ));
             out.push(summary_metric(f.native, "us", pick(&native), None));
         }
     }

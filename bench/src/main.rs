@@ -18,6 +18,7 @@
 //! | `hello_qrun_self_ms` | the time `qrun --stats` reports for itself | |
 //! | `null_syscall_us` | raw `getppid` in the guest, `bench_syscall` | <= 3 µs |
 //! | `page_fault_us` | one touch per 64 KiB of fresh anonymous memory (one fault-around fault each), `bench_fault` | <= 10 µs |
+//! | `page_fault_warm_us` | the same on guest frames freed by the first pass: the guest's fault path without the host populating guest RAM | |
 //! | `page_touch_us` | touching every 4 KiB page of fresh memory, per page | |
 //! | `host_call_us` | `poll(fd 1, timeout 0)` (one host call) minus a null syscall, `bench_hostcall` | <= 35 µs |
 //! | `alloc.*` | qlib's bitmap page allocator against `buddy_system_allocator` ([`alloc_bench`]) | |
@@ -30,7 +31,10 @@
 
 #![deny(unsafe_code)]
 
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "alloc_bench reserves its chunk pool with std::alloc; its unsafe blocks carry SAFETY comments"
+)]
 mod alloc_bench;
 mod guest;
 mod metric;
@@ -110,7 +114,12 @@ fn main() -> ExitCode {
     let ratios = ratios(&metrics);
 
     print!("{}", metric::table(&metrics, &ratios));
-    let json = metric::json(&metrics, &ratios, opts.quick, &runner.qrun().display().to_string());
+    let json = metric::json(
+        &metrics,
+        &ratios,
+        opts.quick,
+        &runner.qrun().display().to_string(),
+    );
     if let Err(e) = write_json(&opts.out, &json) {
         eprintln!("bench: writing {}: {e}", opts.out.display());
         return ExitCode::FAILURE;
@@ -138,11 +147,42 @@ fn alloc_unit(name: &str) -> &'static str {
 fn ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = vec![
         Ratio::of(m, "hello qrun/native", "hello_qrun_ms", "hello_native_ms"),
-        Ratio::of(m, "null syscall sandbox/native", "null_syscall_us", "null_syscall_native_us"),
-        Ratio::of(m, "page fault sandbox/native", "page_fault_us", "page_fault_native_us"),
-        Ratio::of(m, "page touch sandbox/native", "page_touch_us", "page_touch_native_us"),
-        Ratio::of(m, "host call sandbox/native", "host_call_us", "host_call_native_us"),
-        Ratio::of(m, "host call / null syscall", "host_call_us", "null_syscall_us"),
+        Ratio::of(
+            m,
+            "null syscall sandbox/native",
+            "null_syscall_us",
+            "null_syscall_native_us",
+        ),
+        Ratio::of(
+            m,
+            "page fault sandbox/native",
+            "page_fault_us",
+            "page_fault_native_us",
+        ),
+        Ratio::of(
+            m,
+            "page fault (warm) sandbox/native",
+            "page_fault_warm_us",
+            "page_fault_warm_native_us",
+        ),
+        Ratio::of(
+            m,
+            "page touch sandbox/native",
+            "page_touch_us",
+            "page_touch_native_us",
+        ),
+        Ratio::of(
+            m,
+            "host call sandbox/native",
+            "host_call_us",
+            "host_call_native_us",
+        ),
+        Ratio::of(
+            m,
+            "host call / null syscall",
+            "host_call_us",
+            "null_syscall_us",
+        ),
     ];
     for workload in ["pair", "batch"] {
         for other in ["buddy", "buddy_locked"] {

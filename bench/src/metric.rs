@@ -99,7 +99,12 @@ fn num(x: f64) -> String {
 
 /// The human-readable report.
 pub fn table(metrics: &[Metric], ratios: &[Ratio]) -> String {
-    let w = metrics.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
+    let w = metrics
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -167,9 +172,10 @@ pub fn table(metrics: &[Metric], ratios: &[Ratio]) -> String {
 
 /// The machine-readable report:
 /// `{"schema": 1, "quick", "qrun", "unix_time", "metrics": {NAME: {...}},
-/// "ratios": {NAME: {...}}}`. A metric holds `unit`, `status`, `target_max`
-/// (or null), then either `median`, `min`, `p90`, `max`, `n`, or `value`,
-/// or `reason` when it could not be measured.
+/// "ratios": {NAME: {...}}}`. A metric holds `unit`, `target_max` and
+/// `status` (`PASS`, `MISS`, `n/a`, `ERROR`; both null without a target),
+/// then either `median`, `min`, `p90`, `max`, `n`, or `value`, or `reason`
+/// when it could not be measured.
 pub fn json(metrics: &[Metric], ratios: &[Ratio], quick: bool, qrun: &str) -> Json {
     let unix_time = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -189,7 +195,8 @@ pub fn json(metrics: &[Metric], ratios: &[Ratio], quick: bool, qrun: &str) -> Js
         };
         o.insert("unit".to_owned(), json!(m.unit));
         o.insert("target_max".to_owned(), json!(m.target));
-        o.insert("status".to_owned(), json!(m.status()));
+        let status = Some(m.status()).filter(|s| !s.is_empty());
+        o.insert("status".to_owned(), json!(status));
         ms.insert(m.name.clone(), Json::Object(o));
     }
     let rs: Map<String, Json> = ratios
@@ -225,9 +232,18 @@ mod tests {
 
     #[test]
     fn status_follows_target() {
-        assert_eq!(Metric::new("a", "ms", summary(5.0), Some(10.0)).status(), "PASS");
-        assert_eq!(Metric::new("a", "ms", summary(11.0), Some(10.0)).status(), "MISS");
-        assert_eq!(Metric::new("a", "ms", Value::Scalar(1.0), None).status(), "");
+        assert_eq!(
+            Metric::new("a", "ms", summary(5.0), Some(10.0)).status(),
+            "PASS"
+        );
+        assert_eq!(
+            Metric::new("a", "ms", summary(11.0), Some(10.0)).status(),
+            "MISS"
+        );
+        assert_eq!(
+            Metric::new("a", "ms", Value::Scalar(1.0), None).status(),
+            ""
+        );
         let na = Metric::new("a", "ms", Value::NotAvailable("x".into()), Some(1.0));
         assert_eq!(na.status(), "n/a");
         let failed = Metric::new("a", "ms", Value::Failed("x".into()), Some(1.0));

@@ -2,13 +2,16 @@
 //! --stats --memory 1536M -- reclaim_probe 1024` maps, touches and unmaps
 //! 1 GiB in the guest and prints `unmapped`; the harness reads qrun's RSS,
 //! sends it SIGUSR1 (which asks the VMM to reclaim free guest memory),
-//! polls the RSS until it has fallen by half the probe size, then lets the
-//! probe finish (it checks that remapped memory reads as zero).
+//! polls the RSS until it has fallen by at least half the probe size and
+//! then stopped falling, then lets the probe finish (it checks that
+//! remapped memory reads as zero).
 //!
 //! `reclaim_ms` runs from just before the `kill` command is spawned to the
-//! first RSS reading below the threshold, so it includes signal delivery
-//! and up to one polling interval; `reclaim_vmm_ms` is the VMM's own
-//! figure from its `qrun: reclaimed <bytes> bytes in <ms> ms` line.
+//! last RSS reading that was lower than the one before, so it includes
+//! signal delivery and up to one polling interval (0.5 ms);
+//! `reclaim_rss_after_mib` is that lowest reading. `reclaim_vmm_ms` is the
+//! VMM's own figure from its `qrun: reclaimed <bytes> bytes in <ms> ms`
+//! line.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -26,7 +29,7 @@ const TARGET_MS: f64 = 150.0;
 const UNMAPPED_TIMEOUT: Duration = Duration::from_secs(120);
 const RECLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL_INTERVAL: Duration = Duration::from_micros(500);
-/// After the drop, time for the RSS to settle before "after" is read.
+/// The RSS has settled once it has not fallen for this long.
 const SETTLE: Duration = Duration::from_millis(100);
 /// Remapping and checking 1 GiB after the reclaim.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -133,24 +136,31 @@ fn once(r: &Runner) -> Result<Sample, String> {
     if !kill.success() {
         return Err(format!("kill -USR1 {pid}: {kill}"));
     }
-    let observed = loop {
-        match rss(pid) {
-            Some(now) if now <= threshold => break start.elapsed(),
-            Some(now) if start.elapsed() > RECLAIM_TIMEOUT => {
-                return Err(format!(
-                    "RSS did not fall within {RECLAIM_TIMEOUT:?} of SIGUSR1 \
-                     ({} -> {} MiB)",
-                    rss_before >> 20,
-                    now >> 20
-                ));
-            }
-            Some(_) => thread::sleep(POLL_INTERVAL),
+    // Wait for the RSS to fall below the threshold, then until it has not
+    // fallen for SETTLE; the reclaim ended at the last fall.
+    let mut last = (rss_before, Duration::ZERO);
+    loop {
+        let Some(now) = rss(pid) else {
             // No VmRSS: qrun has exited, most likely killed by SIGUSR1.
-            None => return Err(format!("after SIGUSR1: {}", gone(&mut child, stderr))),
+            return Err(format!("after SIGUSR1: {}", gone(&mut child, stderr)));
+        };
+        let t = start.elapsed();
+        if now < last.0 {
+            last = (now, t);
         }
-    };
-    thread::sleep(SETTLE);
-    let rss_after = rss(pid).ok_or_else(|| "qrun exited after reclaiming".to_owned())?;
+        if last.0 <= threshold && t - last.1 >= SETTLE {
+            break;
+        }
+        if last.0 > threshold && t > RECLAIM_TIMEOUT {
+            return Err(format!(
+                "RSS did not fall within {RECLAIM_TIMEOUT:?} of SIGUSR1 ({} -> {} MiB)",
+                rss_before >> 20,
+                now >> 20
+            ));
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+    let (rss_after, observed) = last;
 
     let mut stdin = child.0.stdin.take().expect("stdin is piped");
     stdin
@@ -248,6 +258,9 @@ mod tests {
     fn parses_reclaimed_line() {
         let l = "qrun: reclaimed 1073741824 bytes in 91.250 ms";
         assert_eq!(parse_reclaimed(l), Some((1 << 30, 91.25)));
-        assert_eq!(parse_reclaimed("qrun: status 0 in 4.089 ms, 3 host calls"), None);
+        assert_eq!(
+            parse_reclaimed("qrun: status 0 in 4.089 ms, 3 host calls"),
+            None
+        );
     }
 }

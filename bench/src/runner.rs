@@ -12,7 +12,9 @@ pub struct Runner {
 
 /// The workspace root: this crate's parent directory.
 pub fn workspace_root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the bench crate lives inside the workspace")
 }
 
 impl Runner {
@@ -35,7 +37,9 @@ impl Runner {
     /// A warning if a source file of the runtime is newer than `qrun`: the
     /// numbers would then describe an older build.
     pub fn staleness_warning(&self) -> Option<String> {
-        let built = std::fs::metadata(&self.qrun).and_then(|m| m.modified()).ok()?;
+        let built = std::fs::metadata(&self.qrun)
+            .and_then(|m| m.modified())
+            .ok()?;
         let root = workspace_root();
         let newest = ["qkernel/src", "qvisor/src", "qlib/src", "runtime-shim/src"]
             .iter()

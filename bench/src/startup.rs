@@ -43,7 +43,11 @@ pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
         })
         .collect();
     let (ms, calls) = match stats {
-        Ok(v) => v.into_iter().map(|(ms, n)| (ms, n as f64)).unzip(),
+        Ok(v) => {
+            let (ms, calls): (Vec<f64>, Vec<f64>) =
+                v.into_iter().map(|(ms, n)| (ms, n as f64)).unzip();
+            (Ok(ms), Ok(calls))
+        }
         Err(e) => (Err(e.clone()), Err(e)),
     };
     out.push(summary_metric(

@@ -39,17 +39,6 @@ impl Summary {
             max: s[n - 1],
         })
     }
-
-    /// The same summary with every figure multiplied by `k` (unit change).
-    pub fn scaled(self, k: f64) -> Self {
-        Self {
-            n: self.n,
-            median: self.median * k,
-            min: self.min * k,
-            p90: self.p90 * k,
-            max: self.max * k,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -59,7 +48,10 @@ mod tests {
     #[test]
     fn odd_and_even_counts() {
         let s = Summary::of(&[3.0, 1.0, 2.0]).expect("samples");
-        assert_eq!((s.n, s.median, s.min, s.p90, s.max), (3, 2.0, 1.0, 3.0, 3.0));
+        assert_eq!(
+            (s.n, s.median, s.min, s.p90, s.max),
+            (3, 2.0, 1.0, 3.0, 3.0)
+        );
         let s = Summary::of(&[4.0, 1.0, 3.0, 2.0]).expect("samples");
         assert_eq!(s.median, 2.5);
     }
@@ -77,11 +69,5 @@ mod tests {
     fn empty_or_nan_has_no_summary() {
         assert_eq!(Summary::of(&[]), None);
         assert_eq!(Summary::of(&[1.0, f64::NAN]), None);
-    }
-
-    #[test]
-    fn scaling_keeps_count() {
-        let s = Summary::of(&[1000.0, 2000.0]).expect("samples").scaled(1e-3);
-        assert_eq!((s.n, s.median, s.max), (2, 1.5, 2.0));
     }
 }

@@ -67,17 +67,27 @@ pub fn init(start: u64, end: u64) {
 }
 
 /// A zero-filled user page (guest-physical), reference count 1.
+///
+/// Free pages are always zero here, so allocation writes nothing: a page
+/// from a fresh chunk is untouched host memory (zero), a reclaimed page
+/// comes back zero from the host, and [`put`] zeroes a page before the
+/// last reference goes. This keeps the fault path from touching host
+/// memory the program has not touched yet (each first touch costs the
+/// host a fault).
 pub fn alloc_zeroed() -> Option<u64> {
     let va = FRAMES.alloc()?;
-    // SAFETY: the allocator handed us this page exclusively; it lies in the
-    // direct map.
-    unsafe { core::ptr::write_bytes(va as *mut u8, 0, 4096) };
     Some(va as u64 - DIRECT_MAP)
 }
 
-/// Drops one reference to a user page; the last one frees it.
+/// Drops one reference to a user page; the last one zeroes and frees it.
 pub fn put(gpa: u64) {
-    if let Err(e) = FRAMES.dec_ref(gpa_to_kva(gpa) as usize) {
+    let va = gpa_to_kva(gpa) as usize;
+    if FRAMES.refcount(va) == Ok(1) {
+        // SAFETY: we hold the last reference to this page (one vCPU, so no
+        // reference can be taken meanwhile); it lies in the direct map.
+        unsafe { core::ptr::write_bytes(va as *mut u8, 0, 4096) };
+    }
+    if let Err(e) = FRAMES.dec_ref(va) {
         report(gpa, e);
     }
 }
