@@ -92,7 +92,7 @@ mod kernel {
         }
         let info = BOOT_INFO.call_once(|| info);
         trap::set_platform(platform);
-        arch::entry::boot_stack_top();
+        arch::entry::init_kernel_stack();
         arch::cpu::init();
         mm::heap::init();
         klog::init(info.log_level);

@@ -39,10 +39,6 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
     hostcall::exit(128 + sig)
 }
 
-fn canonical(addr: u64) -> bool {
-    !(0x0000_8000_0000_0000..0xffff_8000_0000_0000).contains(&addr)
-}
-
 /// Called by the syscall entry. Returns 0 to leave with `sysretq`, 1 to
 /// leave through the trampoline (`iretq`, prepared here).
 #[unsafe(no_mangle)]
@@ -51,8 +47,8 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
     frame.rax = syscalls::dispatch(frame.rax, &args);
-    // sysretq with a non-canonical RIP would fault in kernel mode.
-    if canonical(frame.rip) && frame.rip < 0x0000_8000_0000_0000 {
+    // sysretq to a RIP outside the lower half would fault in kernel mode.
+    if frame.rip < 0x0000_8000_0000_0000 {
         0
     } else {
         process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));

@@ -112,23 +112,18 @@ impl GuestRam {
     /// Reads `count` iovecs at `gpa` (capped by `qlib::abi::MAX_IOVECS`) and
     /// turns them into host iovecs after checking every range.
     pub fn host_iovecs(&self, gpa: u64, count: u64) -> Result<Vec<libc::iovec>, BadRange> {
-        if count > qlib::abi::MAX_IOVECS {
-            return Err(BadRange);
-        }
         let base = self.host_base();
-        let mut out = Vec::with_capacity(count as usize);
-        for i in 0..count {
-            let v: IoVec = self.read(gpa + i * size_of::<IoVec>() as u64)?;
-            self.check(v.gpa, v.len)?;
-            out.push(libc::iovec {
+        Ok(self
+            .ranges(gpa, count)?
+            .into_iter()
+            .map(|v| libc::iovec {
                 iov_base: (base + v.gpa) as *mut libc::c_void,
                 iov_len: v.len as usize,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
-    /// Reads a guest iovec list of page-aligned ranges, checked.
+    /// Reads a guest iovec list, every range checked against guest RAM.
     pub fn ranges(&self, gpa: u64, count: u64) -> Result<Vec<IoVec>, BadRange> {
         if count > qlib::abi::MAX_IOVECS {
             return Err(BadRange);

@@ -94,18 +94,7 @@ pub unsafe fn enter_user(frame: &TrapFrame) -> ! {
 
 global_asm!(
     r#"
-.section .text
-.global syscall_entry
-syscall_entry:
-    mov [rip + SCRATCH_USER_RSP], rsp
-    mov rsp, [rip + KERNEL_STACK_TOP]
-    push 0x2b
-    push qword ptr [rip + SCRATCH_USER_RSP]
-    push r11
-    push 0x33
-    push rcx
-    push 0
-    push -1
+.macro PUSH_GPRS
     push rax
     push rbx
     push rcx
@@ -121,12 +110,8 @@ syscall_entry:
     push r13
     push r14
     push r15
-    cld
-    mov rdi, rsp
-    call syscall_handler
-    test rax, rax
-    jnz 1f
-    /* sysretq: rcx = rip, r11 = rflags. */
+.endm
+.macro POP_GPRS_BUT_RAX
     pop r15
     pop r14
     pop r13
@@ -141,7 +126,32 @@ syscall_entry:
     pop rdx
     pop rcx
     pop rbx
+.endm
+.macro POP_GPRS
+    POP_GPRS_BUT_RAX
     pop rax
+.endm
+
+.section .text
+.global syscall_entry
+syscall_entry:
+    mov [rip + SCRATCH_USER_RSP], rsp
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    push 0x2b
+    push qword ptr [rip + SCRATCH_USER_RSP]
+    push r11
+    push 0x33
+    push rcx
+    push 0
+    push -1
+    PUSH_GPRS
+    cld
+    mov rdi, rsp
+    call syscall_handler
+    test rax, rax
+    jnz 1f
+    /* sysretq: rcx = rip, r11 = rflags. */
+    POP_GPRS
     mov rcx, [rsp + 16]
     mov r11, [rsp + 32]
     mov rsp, [rsp + 40]
@@ -175,21 +185,7 @@ exception_common:
     mov rax, [rax]
     mov qword ptr [rsp + 24], 0x33
     mov qword ptr [rsp + 48], 0x2b
-    push rax
-    push rbx
-    push rcx
-    push rdx
-    push rsi
-    push rdi
-    push rbp
-    push r8
-    push r9
-    push r10
-    push r11
-    push r12
-    push r13
-    push r14
-    push r15
+    PUSH_GPRS
     cld
     mov rdi, rsp
     mov esi, 1
@@ -199,40 +195,12 @@ exception_common:
 
 exc_from_kernel:
     pop rax
-    push rax
-    push rbx
-    push rcx
-    push rdx
-    push rsi
-    push rdi
-    push rbp
-    push r8
-    push r9
-    push r10
-    push r11
-    push r12
-    push r13
-    push r14
-    push r15
+    PUSH_GPRS
     cld
     mov rdi, rsp
     xor esi, esi
     call exception_handler
-    pop r15
-    pop r14
-    pop r13
-    pop r12
-    pop r11
-    pop r10
-    pop r9
-    pop r8
-    pop rbp
-    pop rdi
-    pop rsi
-    pop rdx
-    pop rcx
-    pop rbx
-    pop rax
+    POP_GPRS
     add rsp, 16
     iretq
 
@@ -240,20 +208,7 @@ exc_from_kernel:
 .global return_via_iret
 return_via_iret:
     mov rsp, rdi
-    pop r15
-    pop r14
-    pop r13
-    pop r12
-    pop r11
-    pop r10
-    pop r9
-    pop r8
-    pop rbp
-    pop rdi
-    pop rsi
-    pop rdx
-    pop rcx
-    pop rbx
+    POP_GPRS_BUT_RAX
     lea rsp, [rip + TRAMP_FRAME]
     jmp tramp_iret
 
@@ -325,11 +280,10 @@ EXCEPTION_STUBS:
 "#
 );
 
-/// Top of the boot stack, which is the kernel stack of the one task.
-pub fn boot_stack_top() -> u64 {
+/// Makes the boot stack the kernel stack of the one task.
+pub fn init_kernel_stack() {
     let top =
         core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
     // SAFETY: one vCPU; set once at boot before any user code runs.
     unsafe { core::ptr::addr_of_mut!(KERNEL_STACK_TOP).write(top) };
-    top
 }

@@ -100,7 +100,12 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(35, sys_time::nanosleep, Full, "the vCPU sleeps in the host"),
     e(39, sys_proc::getpid, Full, "pid 1"),
-    e(60, sys_proc::exit, Full, "one thread: ends the program"),
+    e(
+        60,
+        sys_proc::exit_group,
+        Full,
+        "one thread: ends the program",
+    ),
     e(63, sys_proc::uname, Full, ""),
     e(96, sys_time::gettimeofday, Full, ""),
     e(102, sys_proc::getuid, Full, ""),

@@ -8,12 +8,7 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::random;
 
-/// `exit(status)`: one thread, so the program ends.
-pub fn exit(_p: &mut Process, a: &[u64; 6]) -> SysResult {
-    hostcall::exit((a[0] & 0xff) as i32)
-}
-
-/// `exit_group(status)`.
+/// `exit_group(status)`, and `exit(status)` while there is one thread.
 pub fn exit_group(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     hostcall::exit((a[0] & 0xff) as i32)
 }
