@@ -5,12 +5,15 @@
 
 mod boot;
 mod control;
+pub mod ctl;
 mod error;
 mod guest_mem;
 mod hostcall;
 mod program;
 mod stdio;
 mod vcpu;
+
+use std::path::PathBuf;
 
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::Kvm;
@@ -33,8 +36,21 @@ pub const DEFAULT_MEMORY: u64 = 256 << 20;
 pub struct SandboxConfig {
     /// Bytes of guest RAM.
     pub memory: u64,
-    /// The program path on the host.
+    /// The program path, resolved inside `rootfs` (relative paths against
+    /// `cwd`).
     pub program: String,
+    /// The only filesystem the guest can reach; `/` for `qrun do`.
+    pub rootfs: PathBuf,
+    /// The program's working directory, a path inside `rootfs`.
+    pub cwd: String,
+    /// The hostname `uname` reports.
+    pub hostname: String,
+    /// Where the sandbox listens for control requests ([`ctl`]); none when
+    /// `None`.
+    pub control_socket: Option<PathBuf>,
+    /// Directory for the sandbox's private files (swap and REAP files);
+    /// a fresh directory under the system temporary directory when `None`.
+    pub state_dir: Option<PathBuf>,
     /// argv, `argv[0]` included.
     pub argv: Vec<String>,
     /// `KEY=VALUE` strings.
@@ -43,6 +59,26 @@ pub struct SandboxConfig {
     pub log_level: u64,
     /// Print measurements (reclaim) to stderr.
     pub stats: bool,
+}
+
+impl SandboxConfig {
+    /// A config running `argv` (`argv[0]` is the program) with defaults:
+    /// 256 MiB, the host `/` as rootfs, cwd `/`, no control socket.
+    pub fn new(argv: Vec<String>) -> Self {
+        Self {
+            memory: DEFAULT_MEMORY,
+            program: argv.first().cloned().unwrap_or_default(),
+            rootfs: PathBuf::from("/"),
+            cwd: "/".into(),
+            hostname: "qrun".into(),
+            control_socket: None,
+            state_dir: None,
+            argv,
+            env: Vec::new(),
+            log_level: 0,
+            stats: false,
+        }
+    }
 }
 
 /// What a finished sandbox reports.

@@ -66,12 +66,11 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
         }
     }
     let program = rest.first().cloned().ok_or("no program given")?;
-    Ok(SandboxConfig {
-        memory,
-        program,
-        argv: rest,
-        env,
-        log_level: if debug { 4 } else { 0 },
-        stats,
-    })
+    let mut config = SandboxConfig::new(rest);
+    config.program = program;
+    config.memory = memory;
+    config.env = env;
+    config.log_level = if debug { 4 } else { 0 };
+    config.stats = stats;
+    Ok(config)
 }

@@ -1,0 +1,199 @@
+//! The sandbox's control socket: how `qrun` (and tests) talk to a running
+//! sandbox process.
+//!
+//! Protocol: a client connects to the Unix stream socket at
+//! [`crate::SandboxConfig::control_socket`], writes one request line and
+//! reads one response line, then the connection closes.
+//!
+//! ```text
+//! request  = "status" | "hibernate" | "wake" | "signal " <1..=64>
+//! response = JSON object: {"ok": true, "status": Status}
+//!                       | {"ok": false, "error": "<message>"}
+//! ```
+//! A request line is at most [`MAX_REQUEST`] bytes.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Longest request line a server reads.
+pub const MAX_REQUEST: u64 = 256;
+
+/// A control request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Report [`Status`].
+    Status,
+    /// Deflate the sandbox (DESIGN.md "Hibernation").
+    Hibernate,
+    /// Bring a hibernated sandbox back.
+    Wake,
+    /// Send a signal (Linux number) to the container's program.
+    Signal(i32),
+}
+
+impl Request {
+    /// The request's line on the wire, without the newline.
+    pub fn encode(&self) -> String {
+        match self {
+            Self::Status => "status".into(),
+            Self::Hibernate => "hibernate".into(),
+            Self::Wake => "wake".into(),
+            Self::Signal(n) => format!("signal {n}"),
+        }
+    }
+
+    /// Parses one request line.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        let line = line.trim();
+        match line {
+            "status" => Ok(Self::Status),
+            "hibernate" => Ok(Self::Hibernate),
+            "wake" => Ok(Self::Wake),
+            _ => {
+                let Some(n) = line.strip_prefix("signal ") else {
+                    return Err(format!("unknown request {line:?}"));
+                };
+                match n.trim().parse::<i32>() {
+                    Ok(n) if (1..=64).contains(&n) => Ok(Self::Signal(n)),
+                    _ => Err(format!("bad signal number {n:?}")),
+                }
+            }
+        }
+    }
+}
+
+/// What a sandbox reports about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// `running`, `hibernating`, `hibernated` or `waking`.
+    pub state: String,
+    /// Bytes written to the swap and REAP files by the last hibernation.
+    pub swapped_out_bytes: u64,
+    /// Bytes read back from them since the last wake began.
+    pub read_back_bytes: u64,
+    /// Swap-in faults since the last wake.
+    pub swap_faults: u64,
+    /// Hibernations completed.
+    pub hibernations: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Response {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Why a control request failed.
+#[derive(Debug, Error)]
+pub enum CtlError {
+    /// The socket could not be reached or the exchange broke.
+    #[error("control socket {path}")]
+    Io {
+        /// The socket path.
+        path: String,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sandbox answered with something that is not a response.
+    #[error("control socket {0}: malformed response")]
+    Malformed(String),
+    /// The sandbox refused the request.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Sends `request` to the sandbox listening at `path` and waits (at most
+/// `timeout`) for its answer.
+pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Status, CtlError> {
+    let io = |source| CtlError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).map_err(io)?;
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    stream
+        .write_all(format!("{}\n", request.encode()).as_bytes())
+        .map_err(io)?;
+    let mut line = String::new();
+    BufReader::new(stream.take(64 * 1024))
+        .read_line(&mut line)
+        .map_err(io)?;
+    let response: Response = serde_json::from_str(&line)
+        .map_err(|_| CtlError::Malformed(path.display().to_string()))?;
+    match response {
+        Response { ok: true, status: Some(s), .. } => Ok(s),
+        Response { error: Some(e), .. } => Err(CtlError::Refused(e)),
+        _ => Err(CtlError::Malformed(path.display().to_string())),
+    }
+}
+
+/// Reads one request from `stream`, answers it with `handle` and closes.
+pub(crate) fn serve_one(
+    stream: UnixStream,
+    handle: &mut dyn FnMut(Request) -> Result<Status, String>,
+) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut line = String::new();
+    let reader = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let result = match BufReader::new(reader.take(MAX_REQUEST)).read_line(&mut line) {
+        Ok(_) => Request::parse(&line).and_then(|r| {
+            log::info!("control request: {}", r.encode());
+            handle(r)
+        }),
+        Err(e) => Err(format!("reading request: {e}")),
+    };
+    let response = match result {
+        Ok(status) => Response {
+            ok: true,
+            status: Some(status),
+            error: None,
+        },
+        Err(e) => Response {
+            ok: false,
+            status: None,
+            error: Some(e),
+        },
+    };
+    let mut stream = stream;
+    if let Ok(text) = serde_json::to_string(&response) {
+        let _ = stream.write_all(format!("{text}\n").as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        for r in [
+            Request::Status,
+            Request::Hibernate,
+            Request::Wake,
+            Request::Signal(15),
+        ] {
+            assert_eq!(Request::parse(&r.encode()), Ok(r));
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        assert!(Request::parse("signal 0").is_err());
+        assert!(Request::parse("signal 65").is_err());
+        assert!(Request::parse("signal x").is_err());
+        assert!(Request::parse("reboot").is_err());
+    }
+}
