@@ -11,7 +11,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use qlib::abi::{Call, IoVec, MAX_IOVECS, control};
+use qlib::abi::{CONTROL_SIGNALS_OFFSET, Call, IoVec, MAX_IOVECS, control};
 use qlib::layout::CONTROL_GPA;
 
 use crate::hostcall;
@@ -25,6 +25,11 @@ fn pending_word() -> &'static AtomicU64 {
     unsafe { AtomicU64::from_ptr(gpa_to_kva(CONTROL_GPA) as *mut u64) }
 }
 
+fn signals_word() -> &'static AtomicU64 {
+    // SAFETY: as for `pending_word`, 8 bytes further into the control page.
+    unsafe { AtomicU64::from_ptr(gpa_to_kva(CONTROL_GPA + CONTROL_SIGNALS_OFFSET) as *mut u64) }
+}
+
 /// Serves pending control requests, if any (a load when there are none).
 pub fn serve_pending() {
     let word = pending_word();
@@ -34,6 +39,9 @@ pub fn serve_pending() {
     let bits = word.swap(0, Ordering::AcqRel);
     if bits & control::RECLAIM != 0 {
         reclaim();
+    }
+    if bits & control::SIGNAL != 0 {
+        crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
     SERVING.store(false, Ordering::Release);
 }

@@ -33,6 +33,8 @@ mod process;
 #[cfg(target_os = "none")]
 mod random;
 #[cfg(target_os = "none")]
+mod signal;
+#[cfg(target_os = "none")]
 mod syscalls;
 #[cfg(target_os = "none")]
 mod time;

@@ -25,6 +25,10 @@ pub const RET_RESTART: i64 = -512;
 pub mod control {
     /// Return free guest memory to the host ([`super::Call::Reclaim`]).
     pub const RECLAIM: u64 = 1 << 0;
+    /// Signals for the program are pending in [`super::ControlPage::signals`].
+    pub const SIGNAL: u64 = 1 << 1;
+    /// Hibernate (reserved for the hibernation controller).
+    pub const HIBERNATE: u64 = 1 << 2;
 }
 
 /// A page the VMM writes and the guest polls, at
@@ -38,7 +42,14 @@ pub mod control {
 pub struct ControlPage {
     /// Pending request bits.
     pub pending: u64,
+    /// Pending signals for the program: bit `n - 1` = signal `n`, set with
+    /// an atomic OR before [`control::SIGNAL`].
+    pub signals: u64,
 }
+
+/// Offset of [`ControlPage::signals`] in the control page.
+pub const CONTROL_SIGNALS_OFFSET: u64 = 8;
+const _: () = assert!(core::mem::offset_of!(ControlPage, signals) == 8);
 
 /// Host-call numbers.
 #[repr(u64)]

@@ -5,12 +5,13 @@
 //! `RET_RESTART` so the guest serves the request and retries.
 //!
 //! SIGUSR1: return free guest memory to the host (reclaim).
+//! SIGTERM, SIGINT, SIGHUP, SIGQUIT: forwarded to the program.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use qlib::abi::control;
+use qlib::abi::{CONTROL_SIGNALS_OFFSET, control};
 use qlib::layout::CONTROL_GPA;
 
 use crate::guest_mem::GuestRam;
@@ -64,12 +65,52 @@ impl ControlChannel {
         }
     }
 
+    /// Posts signal `signo` for the guest's program.
+    pub fn post_signal(&self, ram: &GuestRam, signo: i32) {
+        let bit = 1u64 << ((signo - 1) & 63);
+        if ram
+            .atomic_or_u64(CONTROL_GPA + CONTROL_SIGNALS_OFFSET, bit)
+            .is_ok()
+        {
+            self.post(ram, control::SIGNAL);
+        }
+    }
+
+    /// Whether [`ControlChannel::shutdown`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `fd` is readable or the channel shuts down; returns
+    /// whether `fd` is readable.
+    pub fn wait_readable(&self, fd: i32) -> bool {
+        let mut fds = [
+            libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.stop_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is a valid array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        n > 0 && fds[0].revents != 0 && !self.stopping()
+    }
+
     /// Ends the signal thread.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         poke(&self.stop_fd);
     }
 }
+
+/// Signals sent to the sandbox process that go on to the guest's program
+/// (as `kill` would send them to a process container).
+const FORWARDED: &[i32] = &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 /// Blocks the control signals in the calling thread (and the threads it
 /// spawns afterwards), so only the signal thread receives them.
@@ -79,7 +120,9 @@ pub fn block_signals() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGUSR1);
+        for sig in [libc::SIGUSR1].iter().chain(FORWARDED) {
+            libc::sigaddset(&mut set, *sig);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -119,9 +162,16 @@ pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, set: libc::sigset_t
             let size = size_of::<libc::signalfd_siginfo>();
             // SAFETY: reads one siginfo record into a buffer of its size.
             let n = unsafe { libc::read(sfd.as_raw_fd(), (&raw mut info).cast(), size) };
-            if n as usize == size && info.ssi_signo == libc::SIGUSR1 as u32 {
+            if n as usize != size {
+                continue;
+            }
+            let signo = info.ssi_signo as i32;
+            if signo == libc::SIGUSR1 {
                 log::info!("SIGUSR1: asking the guest to reclaim free memory");
                 channel.post(ram, control::RECLAIM);
+            } else if FORWARDED.contains(&signo) {
+                log::info!("signal {signo}: forwarded to the program");
+                channel.post_signal(ram, signo);
             }
         }
     }

@@ -13,12 +13,15 @@
 //! A request line is at most [`MAX_REQUEST`] bytes.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::control::ControlChannel;
 
 /// Longest request line a server reads.
 pub const MAX_REQUEST: u64 = 256;
@@ -128,20 +131,21 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
     BufReader::new(stream.take(64 * 1024))
         .read_line(&mut line)
         .map_err(io)?;
-    let response: Response = serde_json::from_str(&line)
-        .map_err(|_| CtlError::Malformed(path.display().to_string()))?;
+    let response: Response =
+        serde_json::from_str(&line).map_err(|_| CtlError::Malformed(path.display().to_string()))?;
     match response {
-        Response { ok: true, status: Some(s), .. } => Ok(s),
+        Response {
+            ok: true,
+            status: Some(s),
+            ..
+        } => Ok(s),
         Response { error: Some(e), .. } => Err(CtlError::Refused(e)),
         _ => Err(CtlError::Malformed(path.display().to_string())),
     }
 }
 
 /// Reads one request from `stream`, answers it with `handle` and closes.
-pub(crate) fn serve_one(
-    stream: UnixStream,
-    handle: &mut dyn FnMut(Request) -> Result<Status, String>,
-) {
+fn serve_one(stream: UnixStream, handle: &mut dyn FnMut(Request) -> Result<Status, String>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
     let reader = match stream.try_clone() {
@@ -171,6 +175,26 @@ pub(crate) fn serve_one(
     if let Ok(text) = serde_json::to_string(&response) {
         let _ = stream.write_all(format!("{text}\n").as_bytes());
     }
+}
+
+/// Serves control requests on `listener` with `handle` until `channel`
+/// shuts down; the socket file is removed at the end.
+pub(crate) fn serve(
+    listener: &UnixListener,
+    path: &Path,
+    channel: &ControlChannel,
+    handle: &mut dyn FnMut(Request) -> Result<Status, String>,
+) {
+    if let Err(e) = listener.set_nonblocking(true) {
+        log::warn!("control socket: {e}");
+    }
+    while channel.wait_readable(listener.as_raw_fd()) {
+        if let Ok((stream, _)) = listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            serve_one(stream, handle);
+        }
+    }
+    let _ = std::fs::remove_file(path);
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub enum VmmError {
     /// The guest kernel panicked.
     #[error("guest kernel panic: {0}")]
     GuestPanic(String),
+    /// The control socket could not be created.
+    #[error("control socket {0}")]
+    ControlSocket(String, #[source] std::io::Error),
     /// The vCPU stopped in a way the VMM cannot continue from.
     #[error("vCPU failed: {0}")]
     Vcpu(String),

@@ -8,8 +8,11 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: qrun [--debug] <command> [args]
 
 commands:
-  do [--memory SIZE] [--env K=V]... [--stats] -- PROGRAM [ARGS...]
-      run a program from the host filesystem in a fresh sandbox";
+  do [--memory SIZE] [--env K=V]... [--stats] [--rootfs DIR] [--cwd PATH]
+     [--control-socket PATH] [--state-dir DIR] -- PROGRAM [ARGS...]
+      run a program in a fresh sandbox; paths resolve inside DIR (default /)
+  ctl SOCKET status|hibernate|wake|signal N
+      send one request to a sandbox's control socket";
 
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     };
     let status = match command.as_str() {
         "do" => commands::do_cmd::run(&args[1..], debug),
+        "ctl" => commands::ctl::run(&args[1..]),
         other => {
             eprintln!("qrun: unknown command '{other}'\n{USAGE}");
             2

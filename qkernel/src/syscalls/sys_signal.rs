@@ -33,6 +33,7 @@ pub fn rt_sigaction(p: &mut Process, a: &[u64; 6]) -> SysResult {
         for (i, v) in w.iter_mut().enumerate() {
             *v = uaccess::read(&mut p.mm, a[1] + i as u64 * 8)?;
         }
+        crate::signal::set_disposition(sig, w[0]);
         p.signals.actions[idx] = SigAction {
             handler: w[0],
             flags: w[1],

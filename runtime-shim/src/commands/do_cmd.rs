@@ -39,6 +39,7 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     let mut memory = DEFAULT_MEMORY;
     let mut stats = false;
     let mut env = Vec::new();
+    let mut paths: [Option<String>; 4] = Default::default();
     let mut it = args.iter();
     let mut rest = Vec::new();
     while let Some(a) = it.next() {
@@ -55,6 +56,13 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
                 env.push(v.clone());
             }
             "--stats" => stats = true,
+            "--rootfs" | "--cwd" | "--control-socket" | "--state-dir" => {
+                let i = ["--rootfs", "--cwd", "--control-socket", "--state-dir"]
+                    .iter()
+                    .position(|o| o == a)
+                    .expect("matched above");
+                paths[i] = Some(it.next().ok_or(format!("{a} needs a path"))?.clone());
+            }
             "--" => {
                 rest.extend(it.by_ref().cloned());
             }
@@ -72,5 +80,14 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     config.env = env;
     config.log_level = if debug { 4 } else { 0 };
     config.stats = stats;
+    let [rootfs, cwd, control_socket, state_dir] = paths;
+    if let Some(r) = rootfs {
+        config.rootfs = r.into();
+    }
+    if let Some(c) = cwd {
+        config.cwd = c;
+    }
+    config.control_socket = control_socket.map(Into::into);
+    config.state_dir = state_dir.map(Into::into);
     Ok(config)
 }

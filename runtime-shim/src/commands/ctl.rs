@@ -1,0 +1,38 @@
+//! `qrun ctl SOCKET REQUEST`: one request to a sandbox's control socket
+//! (`qvisor::ctl`), for tests and operators; prints the status as JSON.
+
+use std::path::Path;
+use std::time::Duration;
+
+use qvisor::ctl::{Request, request};
+
+/// How long a request may take (a hibernation writes the whole memory).
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs `qrun ctl ARGS`; returns the exit status.
+pub fn run(args: &[String]) -> i32 {
+    let [socket, rest @ ..] = args else {
+        eprintln!("qrun ctl: usage: qrun ctl SOCKET status|hibernate|wake|signal N");
+        return 2;
+    };
+    let req = match Request::parse(&rest.join(" ")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("qrun ctl: {e}");
+            return 2;
+        }
+    };
+    match request(Path::new(socket), req, TIMEOUT) {
+        Ok(status) => {
+            println!(
+                "{}",
+                serde_json::to_string(&status).unwrap_or_else(|_| "{}".into())
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("qrun ctl: {e}");
+            1
+        }
+    }
+}
