@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -76,13 +76,40 @@ pub enum Call {
     /// page-aligned guest-physical ranges, `args[1]` = its length,
     /// `args[2]` bit 0 = the last batch of this reclaim.
     Reclaim = 8,
-    /// `poll` on host stdio: `args[0]` = GPA of [`PollFd`] array, `args[1]`
-    /// = count (at most 3), `args[2]` = host `CLOCK_MONOTONIC` deadline in
+    /// `poll` on host fds of the sandbox: `args[0]` = GPA of [`PollFd`]
+    /// array, `args[1]` = count (at most [`MAX_POLL_FDS`]), `args[2]` = host `CLOCK_MONOTONIC` deadline in
     /// ns (`u64::MAX` = none, 0 = do not wait).
     Poll = 9,
     /// A fatal boot error before the kernel could run a program:
     /// `args[1]` = GPA of the message, `args[2]` = its length.
     BootError = 10,
+    /// Open a path inside the rootfs: `args[0..2]` = GPA and length of an
+    /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode.
+    /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
+    Open = 16,
+    /// Close a host fd of the sandbox: `args[0]` = fd.
+    Close = 17,
+    /// Read or write a host fd: `args[0]` = fd, `args[1..3]` = [`IoVec`]
+    /// list, `args[3]` = file offset or `u64::MAX` for the current one,
+    /// `args[4]` = [`crate::io_abi::io`] flags.
+    Io = 18,
+    /// A path operation inside the rootfs: `args[0]` =
+    /// [`crate::io_abi::path`] op, `args[1..3]` = the path, rest per op.
+    Path = 19,
+    /// An operation on a host fd: `args[0]` = [`crate::io_abi::fd`] op,
+    /// `args[1]` = fd, rest per op.
+    Fd = 20,
+    /// Send or receive a message on a socket: `args[0]` = fd, `args[1..3]`
+    /// = [`IoVec`] list, `args[3]` = GPA of a [`crate::io_abi::SockAddr`]
+    /// (0 = none), `args[4]` = [`crate::io_abi::io`] flags | Linux
+    /// `MSG_*` flags << 32.
+    Msg = 21,
+    /// Create host fds: `args[0]` = [`crate::io_abi::new`] op, rest per op.
+    NewFd = 22,
+    /// Wait on an epoll fd: `args[0]` = epoll fd, `args[1]` = GPA of
+    /// `struct epoll_event` array, `args[2]` = its length, `args[3]` = host
+    /// `CLOCK_MONOTONIC` deadline (as [`Call::Poll`]). Restartable.
+    EpollWait = 23,
 }
 
 impl Call {
@@ -99,6 +126,14 @@ impl Call {
             8 => Self::Reclaim,
             9 => Self::Poll,
             10 => Self::BootError,
+            16 => Self::Open,
+            17 => Self::Close,
+            18 => Self::Io,
+            19 => Self::Path,
+            20 => Self::Fd,
+            21 => Self::Msg,
+            22 => Self::NewFd,
+            23 => Self::EpollWait,
             _ => return None,
         })
     }
@@ -128,6 +163,9 @@ pub struct IoVec {
 }
 const _: () = assert!(core::mem::size_of::<IoVec>() == 16);
 
+/// Upper bound on the fds of one [`Call::Poll`].
+pub const MAX_POLL_FDS: u64 = 1024;
+
 /// Upper bound on the iovec count of one call; longer lists are refused.
 pub const MAX_IOVECS: u64 = 1024;
 
@@ -146,7 +184,7 @@ const _: () = assert!(core::mem::size_of::<HelloReply>() == 16);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PollFd {
-    /// Host stdio fd (0, 1 or 2).
+    /// Host fd of the sandbox.
     pub fd: i32,
     /// Requested events.
     pub events: i16,
@@ -196,9 +234,13 @@ pub struct BootInfo {
     pub winsize: [u16; 4],
     /// The terminal's kernel `struct termios` (36 bytes, zero padded).
     pub termios: [u8; 40],
+    /// The program's working directory (an absolute path in the rootfs).
+    pub cwd: IoVec,
+    /// The hostname `uname` reports.
+    pub hostname: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 240);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 272);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod bitmap_alloc;
 pub mod elf;
+pub mod io_abi;
 pub mod layout;
 pub mod pte;
 pub mod syscall_names;

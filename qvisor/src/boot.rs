@@ -22,6 +22,10 @@ pub struct Program<'a> {
     pub envp: &'a [String],
     /// The path as given, for `AT_EXECFN`.
     pub execfn: &'a str,
+    /// The working directory inside the rootfs.
+    pub cwd: &'a str,
+    /// The hostname.
+    pub hostname: &'a str,
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -126,7 +130,8 @@ pub fn write_boot_info(
     let envp = join(program.envp);
     let mut execfn = program.execfn.as_bytes().to_vec();
     execfn.push(0);
-    let parts: [&[u8]; 4] = [program.image, &argv, &envp, &execfn];
+    let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
+    let parts: [&[u8]; 6] = [program.image, &argv, &envp, &execfn, cwd, hostname];
     let total: u64 = parts
         .iter()
         .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))
@@ -151,6 +156,8 @@ pub fn write_boot_info(
     let argv_v = place(&argv)?;
     let envp_v = place(&envp)?;
     let execfn_v = place(&execfn)?;
+    let cwd_v = place(cwd)?;
+    let hostname_v = place(hostname)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -174,6 +181,8 @@ pub fn write_boot_info(
         tty_mask: stdio.tty_mask,
         winsize: stdio.winsize,
         termios: stdio.termios,
+        cwd: cwd_v,
+        hostname: hostname_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

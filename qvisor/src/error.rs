@@ -43,6 +43,9 @@ pub enum VmmError {
     /// The guest kernel panicked.
     #[error("guest kernel panic: {0}")]
     GuestPanic(String),
+    /// The rootfs directory could not be opened.
+    #[error("rootfs {0}")]
+    Rootfs(String, #[source] std::io::Error),
     /// The control socket could not be created.
     #[error("control socket {0}")]
     ControlSocket(String, #[source] std::io::Error),

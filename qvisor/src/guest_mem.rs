@@ -24,6 +24,13 @@ pub struct Pod<T>(pub T);
 unsafe impl ByteValued for Pod<HostCall> {}
 // SAFETY: u64 has no padding and no invalid bit patterns.
 unsafe impl ByteValued for Pod<u64> {}
+// SAFETY: u32 and i32 have no padding and no invalid bit patterns.
+unsafe impl ByteValued for Pod<u32> {}
+// SAFETY: as above.
+unsafe impl ByteValued for Pod<i32> {}
+// SAFETY: SockAddr is repr(C): two u32 then 128 bytes (136, no padding);
+// any bit pattern is valid.
+unsafe impl ByteValued for Pod<qlib::io_abi::SockAddr> {}
 // SAFETY: IoVec is repr(C) with two u64 fields; any bit pattern is valid.
 unsafe impl ByteValued for Pod<IoVec> {}
 // SAFETY: HelloReply is repr(C) with two u64 fields; any bit pattern is valid.
@@ -61,6 +68,11 @@ impl GuestRam {
     /// Host address of GPA 0 (for `KVM_SET_USER_MEMORY_REGION`).
     pub fn host_base(&self) -> u64 {
         self.base
+    }
+
+    /// Checks that `[gpa, gpa + len)` lies inside guest RAM.
+    pub fn check_range(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
+        self.check(gpa, len)
     }
 
     fn check(&self, gpa: u64, len: u64) -> Result<(), BadRange> {

@@ -10,6 +10,7 @@ mod error;
 mod guest_mem;
 mod hostcall;
 mod program;
+mod rootfs;
 mod stdio;
 mod vcpu;
 
@@ -102,7 +103,10 @@ impl Sandbox {
         if !(MIN_MEM..=MAX_MEM).contains(&config.memory) {
             return Err(VmmError::MemorySize(config.memory, MIN_MEM, MAX_MEM));
         }
-        let image = read_program(&config.program)?;
+        let root = rootfs::Rootfs::open(&config.rootfs)
+            .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
+        let image = program::read_program_in(&root, &config.program, &config.cwd)?;
+        ignore_sigpipe_and_umask();
         let kvm = Kvm::new().map_err(VmmError::Kvm)?;
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
         let ram = GuestRam::new(config.memory)?;
@@ -124,6 +128,8 @@ impl Sandbox {
             argv: &config.argv,
             envp: &config.env,
             execfn: &config.program,
+            cwd: &config.cwd,
+            hostname: &config.hostname,
         };
         boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
 
@@ -134,7 +140,7 @@ impl Sandbox {
         }
         vcpu::set_boot_state(&vcpu, entry, cr3)?;
         let channel = ControlChannel::new().map_err(|e| VmmError::Vcpu(format!("eventfd: {e}")))?;
-        let mut calls = HostCalls::new(&ram, config.log_level, channel.clone(), config.stats);
+        let mut calls = HostCalls::new(&ram, config.log_level, root, channel.clone(), config.stats);
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
@@ -188,6 +194,18 @@ fn control_request(
         state: "running".into(),
         ..Default::default()
     })
+}
+
+/// A guest writing to a closed pipe or socket gets `EPIPE` rather than
+/// killing the VMM; modes the guest passes apply as given (the guest
+/// applies its own umask).
+fn ignore_sigpipe_and_umask() {
+    // SAFETY: setting a signal disposition to SIG_IGN and the umask have no
+    // memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        libc::umask(0);
+    }
 }
 
 fn host_ids() -> [u32; 4] {

@@ -182,7 +182,7 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     };
     match result {
         Ok(v) => v as u64,
-        Err(e) => (-(e as i64)) as u64,
+        Err(e) => (-i64::from(e.0)) as u64,
     }
 }
 

@@ -1,14 +1,26 @@
 //! Serving host calls (`qlib::abi`). Every guest address is checked by
 //! `GuestRam` before use; a bad one gets `-EFAULT`, never a VMM panic.
+//! Every host fd a call names is checked against the sandbox's own
+//! ([`fds::HostFds`]).
+
+mod fds;
+mod files;
+mod net;
+mod sys;
+mod wait;
+
+pub use wait::monotonic_ns;
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, PollFd, RET_RESTART};
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall};
 
-use crate::control::{ControlChannel, drain};
+use qlib::io_abi::io;
+
+use crate::control::ControlChannel;
+use crate::rootfs::Rootfs;
 use crate::guest_mem::{BadRange, GuestRam};
 
 /// What the vCPU loop does after a host call.
@@ -27,6 +39,8 @@ pub enum Outcome {
 /// Host-call state of one sandbox.
 pub struct HostCalls<'a> {
     ram: &'a GuestRam,
+    root: Rootfs,
+    fds: fds::HostFds,
     log_level: u64,
     control: Arc<ControlChannel>,
     stats: bool,
@@ -40,7 +54,6 @@ pub struct HostCalls<'a> {
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
 const EINVAL: i64 = -(libc::EINVAL as i64);
-const EBADF: i64 = -(libc::EBADF as i64);
 const ENOSYS: i64 = -(libc::ENOSYS as i64);
 /// Longest log or panic message accepted from the guest.
 const MAX_MESSAGE: u64 = 4096;
@@ -50,11 +63,14 @@ impl<'a> HostCalls<'a> {
     pub fn new(
         ram: &'a GuestRam,
         log_level: u64,
+        root: Rootfs,
         control: Arc<ControlChannel>,
         stats: bool,
     ) -> Self {
         Self {
             ram,
+            root,
+            fds: fds::HostFds::default(),
             log_level,
             control,
             stats,
@@ -75,14 +91,22 @@ impl<'a> HostCalls<'a> {
         let ret = match Call::from_u64(req.call) {
             Some(Call::Hello) => self.hello(a[0], a[1]),
             Some(Call::Exit) => return Outcome::Exit(a[0] as i32),
-            Some(Call::Writev) => self.stdio(a[0], a[1], a[2], true),
-            Some(Call::Readv) => self.stdio(a[0], a[1], a[2], false),
+            Some(Call::Writev) => self.io(a[0], a[1], a[2], u64::MAX, io::WRITE | io::BLOCK),
+            Some(Call::Readv) => self.io(a[0], a[1], a[2], u64::MAX, io::BLOCK),
             Some(Call::Log) => self.log(a[0], a[1], a[2]),
             Some(Call::Panic) => return Outcome::Panic(self.message(a[1], a[2])),
             Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
+            Some(Call::Open) => self.open(a[0], a[1], a[2], a[3]),
+            Some(Call::Close) => self.close(a[0]),
+            Some(Call::Io) => self.io(a[0], a[1], a[2], a[3], a[4]),
+            Some(Call::Path) => self.path_op(a),
+            Some(Call::Fd) => self.fd_op(a),
+            Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4]),
+            Some(Call::NewFd) => self.new_fd(a),
+            Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             None => ENOSYS,
         };
         req.ret = ret;
@@ -107,40 +131,6 @@ impl<'a> HostCalls<'a> {
             Ok(()) => 0,
             Err(BadRange) => EFAULT,
         }
-    }
-
-    fn stdio(&self, fd: u64, iov: u64, count: u64, write: bool) -> i64 {
-        let allowed = if write { fd == 1 || fd == 2 } else { fd == 0 };
-        if !allowed {
-            return EBADF;
-        }
-        let Ok(iovecs) = self.ram.host_iovecs(iov, count) else {
-            return EFAULT;
-        };
-        if !write {
-            // Block in poll, not in read, so that a control request can
-            // cut the wait short.
-            let mut fds = [libc::pollfd {
-                fd: fd as i32,
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            let rc = self.wait(&mut fds, u64::MAX);
-            if rc < 0 {
-                return rc;
-            }
-        }
-        // SAFETY: every iovec was checked to lie inside guest RAM, which stays
-        // mapped for the life of `self.ram`; the guest may race on the bytes,
-        // which only affects what is read or written.
-        let n = unsafe {
-            if write {
-                libc::writev(fd as i32, iovecs.as_ptr(), iovecs.len() as i32)
-            } else {
-                libc::readv(fd as i32, iovecs.as_ptr(), iovecs.len() as i32)
-            }
-        };
-        if n < 0 { -(errno() as i64) } else { n as i64 }
     }
 
     fn message(&self, gpa: u64, len: u64) -> String {
@@ -193,99 +183,4 @@ impl<'a> HostCalls<'a> {
         }
         total
     }
-
-    /// Waits until one of `fds` is ready or the host monotonic clock
-    /// reaches `deadline_ns` (`u64::MAX`: no deadline), or a control
-    /// request arrives (`RET_RESTART`). Returns the number of ready fds.
-    fn wait(&self, fds: &mut [libc::pollfd], deadline_ns: u64) -> i64 {
-        let mut all: Vec<libc::pollfd> = fds.to_vec();
-        all.push(libc::pollfd {
-            fd: self.control.eventfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        loop {
-            let timeout = if deadline_ns == u64::MAX {
-                -1
-            } else {
-                let now = monotonic_ns();
-                if now >= deadline_ns {
-                    0
-                } else {
-                    ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
-                }
-            };
-            // SAFETY: `all` is a valid array of pollfds.
-            let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, timeout) };
-            if n < 0 {
-                let e = errno();
-                if e == libc::EINTR {
-                    continue;
-                }
-                return -(e as i64);
-            }
-            let (user, ctl) = all.split_at(fds.len());
-            if ctl[0].revents != 0 && drain(&self.control.eventfd) {
-                return RET_RESTART;
-            }
-            let ready = user.iter().filter(|p| p.revents != 0).count();
-            if ready > 0 || timeout == 0 {
-                fds.copy_from_slice(user);
-                return ready as i64;
-            }
-        }
-    }
-
-    /// `deadline_ns`: host monotonic deadline, `u64::MAX` = none, 0 = now.
-    fn poll(&self, gpa: u64, count: u64, deadline_ns: u64) -> i64 {
-        if count > 3 {
-            return EINVAL;
-        }
-        let mut fds = Vec::with_capacity(count as usize);
-        for i in 0..count {
-            let Ok(p) = self.ram.read::<PollFd>(gpa + i * 8) else {
-                return EFAULT;
-            };
-            if !(0..=2).contains(&p.fd) {
-                return EBADF;
-            }
-            fds.push(libc::pollfd {
-                fd: p.fd,
-                events: p.events,
-                revents: 0,
-            });
-        }
-        let n = self.wait(&mut fds, deadline_ns);
-        if n < 0 {
-            return n;
-        }
-        for (i, p) in fds.iter().enumerate() {
-            let out = PollFd {
-                fd: p.fd,
-                events: p.events,
-                revents: p.revents,
-            };
-            if self.ram.write(gpa + i as u64 * 8, out).is_err() {
-                return EFAULT;
-            }
-        }
-        n
-    }
-}
-
-/// Host `CLOCK_MONOTONIC` in ns (the guest's monotonic clock).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
 }

@@ -1,0 +1,147 @@
+//! Operation codes and records of the I/O host calls (`abi::Call::Open`
+//! .. `abi::Call::EpollWait`).
+//!
+//! The guest keeps the fd table (numbers, `O_CLOEXEC`, status flags, dup
+//! sharing); each open file that the host backs is one host fd that the
+//! VMM owns on the sandbox's behalf. The VMM refuses any fd it did not open
+//! for this sandbox (`EBADF`), checks every guest range, and resolves every
+//! path inside the rootfs with `openat2(RESOLVE_IN_ROOT |
+//! RESOLVE_NO_MAGICLINKS)`. Host fds are non-blocking (stdio excepted); a
+//! guest call that must block passes [`io::BLOCK`] and the VMM waits for
+//! readiness itself (with the control eventfd, so a control request cuts
+//! the wait short with `RET_RESTART`). Results are `>= 0` or `-errno`.
+
+/// Flags of `Call::Io` and `Call::Msg` (`args[4]`, low 32 bits).
+pub mod io {
+    /// Write (else read).
+    pub const WRITE: u64 = 1 << 0;
+    /// Wait for readiness when the fd would block.
+    pub const BLOCK: u64 = 1 << 1;
+}
+
+/// `Call::Path` ops. The path is `args[1]` (GPA) and `args[2]` (length).
+pub mod path {
+    /// `statx` of the path into a 256-byte `struct statx` at GPA `args[4]`;
+    /// `args[3]` = 1 to not follow a final symlink.
+    pub const STATX: u64 = 1;
+    /// `mkdir`: `args[3]` = mode.
+    pub const MKDIR: u64 = 2;
+    /// `unlink`.
+    pub const UNLINK: u64 = 3;
+    /// `rmdir`.
+    pub const RMDIR: u64 = 4;
+    /// `rename` to the path at GPA `args[3]`, length `args[4]`;
+    /// `args[5]` = `renameat2` flags.
+    pub const RENAME: u64 = 5;
+    /// `readlink` into the buffer at GPA `args[3]`, length `args[4]`.
+    pub const READLINK: u64 = 6;
+    /// `access`: `args[3]` = mode.
+    pub const ACCESS: u64 = 7;
+    /// `symlink`: the path is the new link, the target is at GPA
+    /// `args[3]`, length `args[4]`.
+    pub const SYMLINK: u64 = 8;
+    /// `link` to the new path at GPA `args[3]`, length `args[4]`.
+    pub const LINK: u64 = 9;
+    /// `chmod`: `args[3]` = mode.
+    pub const CHMOD: u64 = 10;
+    /// `truncate`: `args[3]` = length.
+    pub const TRUNCATE: u64 = 11;
+    /// `utimensat`: `args[3]` = GPA of two `struct timespec` (0 = now),
+    /// `args[4]` = 1 to not follow a final symlink.
+    pub const UTIMENS: u64 = 12;
+}
+
+/// `Call::Fd` ops. The fd is `args[1]`.
+pub mod fd {
+    /// `statx` into a 256-byte `struct statx` at GPA `args[2]`.
+    pub const STATX: u64 = 1;
+    /// `lseek`: `args[2]` = offset, `args[3]` = whence.
+    pub const LSEEK: u64 = 2;
+    /// `ftruncate`: `args[2]` = length.
+    pub const FTRUNCATE: u64 = 3;
+    /// `fsync`.
+    pub const FSYNC: u64 = 4;
+    /// `fdatasync`.
+    pub const FDATASYNC: u64 = 5;
+    /// `getdents64` into the [`super::super::abi::IoVec`] list at GPA
+    /// `args[2]`, count `args[3]`.
+    pub const GETDENTS: u64 = 6;
+    /// `fchmod`: `args[2]` = mode.
+    pub const FCHMOD: u64 = 7;
+    /// `sendfile` to this fd from fd `args[2]`: `args[3]` = count,
+    /// `args[4]` = GPA of an `i64` offset (0 = the current offset).
+    pub const SENDFILE: u64 = 8;
+    /// `epoll_ctl` on this epoll fd: `args[2]` = op, `args[3]` = target
+    /// fd, `args[4]` = events, `args[5]` = data.
+    pub const EPOLL_CTL: u64 = 9;
+    /// `timerfd_settime`: `args[2]` = flags, `args[3]` = GPA of the new
+    /// `struct itimerspec`, `args[4]` = GPA for the old one (0 = none).
+    pub const TIMERFD_SET: u64 = 10;
+    /// `timerfd_gettime` into GPA `args[2]`.
+    pub const TIMERFD_GET: u64 = 11;
+    /// `listen`: `args[2]` = backlog.
+    pub const LISTEN: u64 = 12;
+    /// `shutdown`: `args[2]` = how.
+    pub const SHUTDOWN: u64 = 13;
+    /// `bind` to the [`super::SockAddr`] at GPA `args[2]`.
+    pub const BIND: u64 = 14;
+    /// `connect` to the [`super::SockAddr`] at GPA `args[2]`; `args[3]` =
+    /// [`super::io::BLOCK`] to wait for the connection.
+    pub const CONNECT: u64 = 15;
+    /// `getsockname` into the [`super::SockAddr`] at GPA `args[2]`.
+    pub const GETSOCKNAME: u64 = 16;
+    /// `getpeername` into the [`super::SockAddr`] at GPA `args[2]`.
+    pub const GETPEERNAME: u64 = 17;
+    /// `setsockopt`: `args[2]` = level, `args[3]` = name, `args[4]` = GPA
+    /// of the value, `args[5]` = its length (at most 256).
+    pub const SETSOCKOPT: u64 = 18;
+    /// `getsockopt`: as [`SETSOCKOPT`], the value written back; returns
+    /// its length.
+    pub const GETSOCKOPT: u64 = 19;
+    /// `accept4` into the [`super::SockAddr`] at GPA `args[2]` (0 = none):
+    /// `args[3]` = [`super::io::BLOCK`]; returns the new host fd.
+    pub const ACCEPT: u64 = 20;
+    /// `ioctl(FIONREAD)`: returns the byte count.
+    pub const FIONREAD: u64 = 21;
+}
+
+/// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.
+pub mod new {
+    /// `pipe2`: `args[1]` = flags (`O_DIRECT` only; the rest are guest
+    /// flags).
+    pub const PIPE: u64 = 1;
+    /// `socketpair`: `args[1..4]` = domain, type, protocol.
+    pub const SOCKETPAIR: u64 = 2;
+    /// `socket`: `args[1..4]` = domain, type, protocol.
+    pub const SOCKET: u64 = 3;
+    /// `eventfd2`: `args[1]` = initial value, `args[2]` = `EFD_SEMAPHORE`.
+    pub const EVENTFD: u64 = 4;
+    /// `timerfd_create`: `args[1]` = clock id.
+    pub const TIMERFD: u64 = 5;
+    /// `epoll_create1`.
+    pub const EPOLL: u64 = 6;
+}
+
+/// A socket address as it crosses the ABI: the Linux `sockaddr` bytes and
+/// their length (in: given; out: the full length the kernel reported).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SockAddr {
+    /// Bytes used in `bytes`.
+    pub len: u32,
+    /// Padding.
+    pub pad: u32,
+    /// `struct sockaddr_storage`.
+    pub bytes: [u8; 128],
+}
+const _: () = assert!(core::mem::size_of::<SockAddr>() == 136);
+
+impl Default for SockAddr {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            pad: 0,
+            bytes: [0; 128],
+        }
+    }
+}

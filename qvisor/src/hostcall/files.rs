@@ -1,0 +1,316 @@
+//! File host calls: `Open`, `Close`, `Io`, `Path` and the file ops of `Fd`.
+//! Paths resolve inside the rootfs (`crate::rootfs`); buffers are checked
+//! guest ranges used in place.
+
+use std::os::fd::AsRawFd;
+
+use qlib::io_abi::{fd as fdop, io, path as pathop};
+
+use super::HostCalls;
+use super::sys::{err, ret};
+use crate::rootfs::{PATH_MAX, SpecialName};
+
+const EFAULT: i64 = err(libc::EFAULT);
+const EINVAL: i64 = err(libc::EINVAL);
+
+/// Size of `struct statx`.
+const STATX_SIZE: usize = 256;
+const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+
+impl HostCalls<'_> {
+    /// Reads a guest path (GPA, length).
+    pub(super) fn path(&self, gpa: u64, len: u64) -> Result<Vec<u8>, i64> {
+        if len as usize > PATH_MAX {
+            return Err(err(libc::ENAMETOOLONG));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.ram.read_bytes(gpa, &mut buf).map_err(|_| EFAULT)?;
+        if buf.is_empty() {
+            return Err(err(libc::ENOENT));
+        }
+        Ok(buf)
+    }
+
+    pub(super) fn open(&mut self, gpa: u64, len: u64, flags: u64, mode: u64) -> i64 {
+        let path = match self.path(gpa, len) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        // Status flags the guest keeps (O_NONBLOCK) or that would hand the
+        // host's terminal to the guest (O_NOCTTY is implied) are dropped.
+        let flags = (flags as i32) & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC);
+        match self.root.open_at(&path, flags | libc::O_NOCTTY, mode as u32) {
+            Ok(fd) => self.fds.adopt(fd),
+            Err(e) => err(e),
+        }
+    }
+
+    pub(super) fn close(&mut self, fd: u64) -> i64 {
+        self.fds.close(fd)
+    }
+
+    /// `Io`: read or write `fd` with the guest iovec list.
+    pub(super) fn io(&mut self, fd: u64, iov: u64, count: u64, offset: u64, flags: u64) -> i64 {
+        let fd = match self.fds.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let Ok(iovecs) = self.ram.host_iovecs(iov, count) else {
+            return EFAULT;
+        };
+        let write = flags & io::WRITE != 0;
+        let events = if write { libc::POLLOUT } else { libc::POLLIN };
+        self.blocking(fd, events, flags & io::BLOCK != 0, || {
+            let n = iovecs.len() as i32;
+            // SAFETY: every iovec was checked to lie inside guest RAM, which
+            // stays mapped for the life of `self.ram`; the guest may race on
+            // the bytes, which only affects what is read or written.
+            let rc = unsafe {
+                match (write, offset) {
+                    (true, u64::MAX) => libc::writev(fd, iovecs.as_ptr(), n),
+                    (false, u64::MAX) => libc::readv(fd, iovecs.as_ptr(), n),
+                    (true, off) => libc::pwritev(fd, iovecs.as_ptr(), n, off as i64),
+                    (false, off) => libc::preadv(fd, iovecs.as_ptr(), n, off as i64),
+                }
+            };
+            ret(rc as i64)
+        })
+    }
+
+    /// `Path`: an operation on a path inside the rootfs.
+    pub(super) fn path_op(&mut self, a: [u64; 6]) -> i64 {
+        let path = match self.path(a[1], a[2]) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        match self.path_op_inner(a[0], &path, a) {
+            Ok(v) => v,
+            Err(e) => e,
+        }
+    }
+
+    fn path_op_inner(&mut self, op: u64, path: &[u8], a: [u64; 6]) -> Result<i64, i64> {
+        let special = |s: SpecialName, dot: i32, dotdot: i32| {
+            err(if s == SpecialName::Dot { dot } else { dotdot })
+        };
+        let parent = |p: &[u8], dot: i32, dotdot: i32| {
+            self.root.parent(p).map_err(|e| match e {
+                Ok(s) => special(s, dot, dotdot),
+                Err(e) => err(e),
+            })
+        };
+        Ok(match op {
+            pathop::STATX => {
+                let fd = self.root.object(path, a[3] == 1).map_err(err)?;
+                self.statx_into(fd.as_raw_fd(), a[4])
+            }
+            pathop::MKDIR => {
+                let p = parent(path, libc::EEXIST, libc::EEXIST)?;
+                // SAFETY: valid dirfd and NUL-terminated name.
+                ret(unsafe { libc::mkdirat(p.dir.as_raw_fd(), p.name.as_ptr(), a[3] as u32) }
+                    as i64)
+            }
+            pathop::UNLINK | pathop::RMDIR => {
+                let (flags, dot, dotdot) = if op == pathop::RMDIR {
+                    (libc::AT_REMOVEDIR, libc::EINVAL, libc::ENOTEMPTY)
+                } else {
+                    (0, libc::EISDIR, libc::EISDIR)
+                };
+                let p = parent(path, dot, dotdot)?;
+                // SAFETY: valid dirfd and NUL-terminated name.
+                ret(unsafe { libc::unlinkat(p.dir.as_raw_fd(), p.name.as_ptr(), flags) } as i64)
+            }
+            pathop::RENAME | pathop::LINK => {
+                let to = self.path(a[3], a[4])?;
+                let from = parent(path, libc::EBUSY, libc::EBUSY)?;
+                let to = parent(&to, libc::EBUSY, libc::EBUSY)?;
+                let (f, t) = (from.dir.as_raw_fd(), to.dir.as_raw_fd());
+                // SAFETY: valid dirfds and NUL-terminated names.
+                ret(unsafe {
+                    if op == pathop::RENAME {
+                        libc::renameat2(f, from.name.as_ptr(), t, to.name.as_ptr(), a[5] as u32)
+                    } else {
+                        libc::linkat(f, from.name.as_ptr(), t, to.name.as_ptr(), 0)
+                    }
+                } as i64)
+            }
+            pathop::SYMLINK => {
+                let target = self.path(a[3], a[4])?;
+                let target = std::ffi::CString::new(target).map_err(|_| EINVAL)?;
+                let p = parent(path, libc::EEXIST, libc::EEXIST)?;
+                // SAFETY: valid dirfd and NUL-terminated strings. The target
+                // is stored as text; it is resolved inside the root later.
+                ret(unsafe { libc::symlinkat(target.as_ptr(), p.dir.as_raw_fd(), p.name.as_ptr()) }
+                    as i64)
+            }
+            pathop::READLINK => {
+                let fd = self.root.object(path, true).map_err(err)?;
+                let mut buf = vec![0u8; (a[4] as usize).min(PATH_MAX)];
+                // SAFETY: valid fd, empty NUL-terminated path, buffer of the
+                // length passed.
+                let n = unsafe {
+                    libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                };
+                if n < 0 {
+                    // An empty path on a non-link says ENOENT; readlink says EINVAL.
+                    return Err(err(libc::EINVAL));
+                }
+                self.ram.write_bytes(a[3], &buf[..n as usize]).map_err(|_| EFAULT)?;
+                n as i64
+            }
+            pathop::ACCESS => {
+                let fd = self.root.object(path, false).map_err(err)?;
+                // SAFETY: faccessat2 with a valid fd, an empty path and
+                // AT_EMPTY_PATH checks that object.
+                ret(unsafe {
+                    libc::syscall(
+                        libc::SYS_faccessat2,
+                        fd.as_raw_fd(),
+                        c"".as_ptr(),
+                        a[3] as i32,
+                        libc::AT_EMPTY_PATH,
+                    )
+                })
+            }
+            pathop::CHMOD => {
+                let fd = self.root.object(path, false).map_err(err)?;
+                let p = crate::rootfs::proc_fd_path(&fd);
+                // SAFETY: NUL-terminated path naming exactly our fd's object.
+                ret(unsafe { libc::fchmodat(libc::AT_FDCWD, p.as_ptr(), a[3] as u32, 0) } as i64)
+            }
+            pathop::TRUNCATE => {
+                let fd = self.root.open_at(path, libc::O_WRONLY, 0).map_err(err)?;
+                // SAFETY: valid fd.
+                ret(unsafe { libc::ftruncate(fd.as_raw_fd(), a[3] as i64) } as i64)
+            }
+            pathop::UTIMENS => {
+                let times = self.timespecs(a[3])?;
+                let tp = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+                if a[4] == 1 {
+                    let p = parent(path, libc::EINVAL, libc::EINVAL)?;
+                    // SAFETY: valid dirfd, name, and null or two timespecs;
+                    // the final name is not followed.
+                    ret(unsafe {
+                        libc::utimensat(p.dir.as_raw_fd(), p.name.as_ptr(), tp, libc::AT_SYMLINK_NOFOLLOW)
+                    } as i64)
+                } else {
+                    let fd = self.root.object(path, false).map_err(err)?;
+                    let p = crate::rootfs::proc_fd_path(&fd);
+                    // SAFETY: as above, through our fd's /proc link.
+                    ret(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), tp, 0) } as i64)
+                }
+            }
+            _ => err(libc::ENOSYS),
+        })
+    }
+
+    fn timespecs(&self, gpa: u64) -> Result<Option<[libc::timespec; 2]>, i64> {
+        if gpa == 0 {
+            return Ok(None);
+        }
+        let mut raw = [0u64; 4];
+        for (i, v) in raw.iter_mut().enumerate() {
+            *v = self.ram.read(gpa + i as u64 * 8).map_err(|_| EFAULT)?;
+        }
+        let ts = |s: u64, ns: u64| libc::timespec {
+            tv_sec: s as i64,
+            tv_nsec: ns as i64,
+        };
+        Ok(Some([ts(raw[0], raw[1]), ts(raw[2], raw[3])]))
+    }
+
+    /// `statx` of `fd` into the guest's 256 bytes at `out`.
+    fn statx_into(&self, fd: i32, out: u64) -> i64 {
+        let mut buf = [0u8; STATX_SIZE];
+        // SAFETY: valid fd, empty path with AT_EMPTY_PATH, and a buffer of
+        // the size of `struct statx`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_statx,
+                fd,
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+                STATX_MASK,
+                buf.as_mut_ptr(),
+            )
+        };
+        if rc < 0 {
+            return ret(rc);
+        }
+        match self.ram.write_bytes(out, &buf) {
+            Ok(()) => 0,
+            Err(_) => EFAULT,
+        }
+    }
+
+    /// The file ops of `Fd`; socket ops go to `net`.
+    pub(super) fn fd_op(&mut self, a: [u64; 6]) -> i64 {
+        let fd = match self.fds.check(a[1]) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        // SAFETY (for the plain calls below): `fd` is a valid fd of ours and
+        // the other arguments are integers.
+        match a[0] {
+            fdop::STATX => self.statx_into(fd, a[2]),
+            fdop::LSEEK => ret(unsafe { libc::lseek(fd, a[2] as i64, a[3] as i32) }),
+            fdop::FTRUNCATE => ret(unsafe { libc::ftruncate(fd, a[2] as i64) } as i64),
+            fdop::FSYNC => ret(unsafe { libc::fsync(fd) } as i64),
+            fdop::FDATASYNC => ret(unsafe { libc::fdatasync(fd) } as i64),
+            fdop::FCHMOD => ret(unsafe { libc::fchmod(fd, a[2] as u32) } as i64),
+            fdop::GETDENTS => self.getdents(fd, a[2], a[3]),
+            fdop::SENDFILE => self.sendfile(fd, a[2], a[3], a[4], a[5]),
+            fdop::EPOLL_CTL => self.epoll_ctl(fd, a),
+            fdop::TIMERFD_SET | fdop::TIMERFD_GET => self.timerfd(fd, a),
+            _ => self.sock_op(fd, a),
+        }
+    }
+
+    fn getdents(&self, fd: i32, iov: u64, count: u64) -> i64 {
+        let Ok(ranges) = self.ram.ranges(iov, count) else {
+            return EFAULT;
+        };
+        let total: u64 = ranges.iter().map(|r| r.len).sum();
+        let mut buf = vec![0u8; total.min(1 << 20) as usize];
+        // SAFETY: valid fd and a buffer of the length passed.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            return ret(n);
+        }
+        let mut done = 0usize;
+        for r in ranges {
+            if done >= n as usize {
+                break;
+            }
+            let k = (r.len as usize).min(n as usize - done);
+            if self.ram.write_bytes(r.gpa, &buf[done..done + k]).is_err() {
+                return EFAULT;
+            }
+            done += k;
+        }
+        n
+    }
+
+    fn sendfile(&mut self, out: i32, input: u64, count: u64, off_gpa: u64, flags: u64) -> i64 {
+        let input = match self.fds.check(input) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let mut off: i64 = 0;
+        if off_gpa != 0 {
+            match self.ram.read::<u64>(off_gpa) {
+                Ok(v) => off = v as i64,
+                Err(_) => return EFAULT,
+            }
+        }
+        let n = self.blocking(out, libc::POLLOUT, flags & io::BLOCK != 0, || {
+            let p = if off_gpa != 0 { &raw mut off } else { std::ptr::null_mut() };
+            // SAFETY: valid fds; `p` is null or points at our local offset.
+            ret(unsafe { libc::sendfile(out, input, p, count as usize) } as i64)
+        });
+        if n >= 0 && off_gpa != 0 && self.ram.write(off_gpa, off as u64).is_err() {
+            return EFAULT;
+        }
+        n
+    }
+}

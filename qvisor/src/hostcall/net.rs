@@ -1,0 +1,355 @@
+//! Socket and event host calls: the socket ops of `Fd`, `Msg`, `NewFd`,
+//! `epoll_ctl` and timerfds. Sockets are host sockets in the sandbox
+//! process's network namespace; `AF_UNIX` paths are resolved inside the
+//! rootfs.
+
+use std::os::fd::AsRawFd;
+
+use qlib::io_abi::{SockAddr, fd as fdop, io, new};
+
+use super::HostCalls;
+use super::sys::{err, owned, ret};
+
+const EFAULT: i64 = err(libc::EFAULT);
+const EINVAL: i64 = err(libc::EINVAL);
+/// Longest socket option value passed through.
+const MAX_OPT: u64 = 256;
+/// Type bits the guest keeps for itself.
+const TYPE_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+
+impl HostCalls<'_> {
+    fn sockaddr(&self, gpa: u64) -> Result<SockAddr, i64> {
+        let a: SockAddr = self.ram.read(gpa).map_err(|_| EFAULT)?;
+        if a.len as usize > a.bytes.len() {
+            return Err(EINVAL);
+        }
+        Ok(a)
+    }
+
+    /// For `AF_UNIX` path addresses: the same address with the path
+    /// resolved inside the rootfs (its directory opened in-root and named
+    /// through `/proc/self/fd`), and that directory fd, kept open meanwhile.
+    fn unix_in_root(
+        &self,
+        mut a: SockAddr,
+    ) -> Result<(SockAddr, Option<std::os::fd::OwnedFd>), i64> {
+        let family = u16::from_ne_bytes([a.bytes[0], a.bytes[1]]);
+        if family != libc::AF_UNIX as u16 || a.len <= 2 || a.bytes[2] == 0 {
+            return Ok((a, None)); // not a path (abstract or unnamed)
+        }
+        let raw = &a.bytes[2..a.len as usize];
+        let path = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+        let parent = self.root.parent(path).map_err(|e| match e {
+            Ok(_) => err(libc::EINVAL),
+            Err(e) => err(e),
+        })?;
+        let host = format!(
+            "/proc/self/fd/{}/{}",
+            parent.dir.as_raw_fd(),
+            String::from_utf8_lossy(parent.name.as_bytes())
+        );
+        if host.len() >= 108 {
+            return Err(err(libc::ENAMETOOLONG));
+        }
+        a.bytes[2..].fill(0);
+        a.bytes[2..2 + host.len()].copy_from_slice(host.as_bytes());
+        a.len = (2 + host.len() + 1) as u32;
+        Ok((a, Some(parent.dir)))
+    }
+
+    /// Socket ops of `Fd` (`fd` already checked).
+    pub(super) fn sock_op(&mut self, fd: i32, a: [u64; 6]) -> i64 {
+        match self.sock_op_inner(fd, a) {
+            Ok(v) | Err(v) => v,
+        }
+    }
+
+    fn sock_op_inner(&mut self, fd: i32, a: [u64; 6]) -> Result<i64, i64> {
+        Ok(match a[0] {
+            // SAFETY: valid fd and integer arguments.
+            fdop::LISTEN => ret(unsafe { libc::listen(fd, a[2] as i32) } as i64),
+            // SAFETY: as above.
+            fdop::SHUTDOWN => ret(unsafe { libc::shutdown(fd, a[2] as i32) } as i64),
+            fdop::BIND | fdop::CONNECT => {
+                let (addr, _dir) = self.unix_in_root(self.sockaddr(a[2])?)?;
+                let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
+                if a[0] == fdop::BIND {
+                    // SAFETY: `p` points at `addr.len` valid bytes.
+                    ret(unsafe { libc::bind(fd, p, addr.len) } as i64)
+                } else {
+                    self.connect(fd, p, addr.len, a[3] & io::BLOCK != 0)
+                }
+            }
+            fdop::GETSOCKNAME | fdop::GETPEERNAME => {
+                let mut addr = SockAddr::default();
+                let mut len = addr.bytes.len() as libc::socklen_t;
+                let p = addr.bytes.as_mut_ptr().cast::<libc::sockaddr>();
+                // SAFETY: `p` has `len` writable bytes, `len` is ours.
+                let rc = unsafe {
+                    if a[0] == fdop::GETSOCKNAME {
+                        libc::getsockname(fd, p, &mut len)
+                    } else {
+                        libc::getpeername(fd, p, &mut len)
+                    }
+                };
+                if rc < 0 {
+                    return Ok(ret(rc as i64));
+                }
+                addr.len = len;
+                self.ram.write(a[2], addr).map_err(|_| EFAULT)?;
+                0
+            }
+            fdop::SETSOCKOPT | fdop::GETSOCKOPT => {
+                if a[5] > MAX_OPT && a[0] == fdop::SETSOCKOPT {
+                    return Err(EINVAL);
+                }
+                let mut val = vec![0u8; a[5].min(MAX_OPT) as usize];
+                let mut len = val.len() as libc::socklen_t;
+                let (level, name) = (a[2] as i32, a[3] as i32);
+                if a[0] == fdop::SETSOCKOPT {
+                    self.ram.read_bytes(a[4], &mut val).map_err(|_| EFAULT)?;
+                    // SAFETY: `val` holds `len` bytes.
+                    ret(unsafe { libc::setsockopt(fd, level, name, val.as_ptr().cast(), len) }
+                        as i64)
+                } else {
+                    // SAFETY: `val` has `len` writable bytes.
+                    let rc =
+                        unsafe { libc::getsockopt(fd, level, name, val.as_mut_ptr().cast(), &mut len) };
+                    if rc < 0 {
+                        return Ok(ret(rc as i64));
+                    }
+                    let n = (len as usize).min(val.len());
+                    self.ram.write_bytes(a[4], &val[..n]).map_err(|_| EFAULT)?;
+                    n as i64
+                }
+            }
+            fdop::ACCEPT => self.accept(fd, a[2], a[3] & io::BLOCK != 0)?,
+            fdop::FIONREAD => {
+                let mut n: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one int.
+                let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+                if rc < 0 { ret(rc as i64) } else { i64::from(n) }
+            }
+            _ => err(libc::ENOSYS),
+        })
+    }
+
+    fn connect(&self, fd: i32, p: *const libc::sockaddr, len: u32, block: bool) -> i64 {
+        // SAFETY: `p` points at `len` valid bytes (caller).
+        let rc = ret(unsafe { libc::connect(fd, p, len) } as i64);
+        if rc != err(libc::EINPROGRESS) || !block {
+            return rc;
+        }
+        let mut fds = [libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        }];
+        let w = self.wait(&mut fds, u64::MAX);
+        if w < 0 {
+            return w;
+        }
+        let mut e: libc::c_int = 0;
+        let mut l = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: SO_ERROR writes one int into `e`.
+        unsafe {
+            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&raw mut e).cast(), &mut l)
+        };
+        if e == 0 { 0 } else { err(e) }
+    }
+
+    fn accept(&mut self, fd: i32, addr_gpa: u64, block: bool) -> Result<i64, i64> {
+        let mut addr = SockAddr::default();
+        let mut len = addr.bytes.len() as libc::socklen_t;
+        let p = addr.bytes.as_mut_ptr().cast::<libc::sockaddr>();
+        let nfd = self.blocking(fd, libc::POLLIN, block, || {
+            len = 128;
+            // SAFETY: `p` has `len` writable bytes.
+            ret(unsafe { libc::accept4(fd, p, &mut len, TYPE_FLAGS) } as i64)
+        });
+        let nfd = owned(nfd)?;
+        if addr_gpa != 0 {
+            addr.len = len;
+            self.ram.write(addr_gpa, addr).map_err(|_| EFAULT)?;
+        }
+        Ok(self.fds.adopt(nfd))
+    }
+
+    /// `Msg`: sendmsg/recvmsg with the guest's iovecs and address.
+    pub(super) fn msg(&mut self, fd: u64, iov: u64, count: u64, addr_gpa: u64, flags: u64) -> i64 {
+        let fd = match self.fds.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let Ok(mut iovecs) = self.ram.host_iovecs(iov, count) else {
+            return EFAULT;
+        };
+        let write = flags & io::WRITE != 0;
+        let msg_flags = ((flags >> 32) as i32) & !libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let mut addr = match (addr_gpa, write) {
+            (0, _) => None,
+            (g, true) => match self.sockaddr(g) {
+                Ok(a) => Some(a),
+                Err(e) => return e,
+            },
+            (_, false) => Some(SockAddr::default()),
+        };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+        hdr.msg_iov = iovecs.as_mut_ptr();
+        hdr.msg_iovlen = iovecs.len();
+        if let Some(a) = addr.as_mut() {
+            hdr.msg_name = a.bytes.as_mut_ptr().cast();
+            hdr.msg_namelen = if write { a.len } else { a.bytes.len() as u32 };
+        }
+        let events = if write { libc::POLLOUT } else { libc::POLLIN };
+        let n = self.blocking(fd, events, flags & io::BLOCK != 0, || {
+            // SAFETY: `hdr` points at checked guest iovecs (guest RAM stays
+            // mapped) and at our address buffer; no control data.
+            ret(unsafe {
+                if write {
+                    libc::sendmsg(fd, &hdr, msg_flags)
+                } else {
+                    libc::recvmsg(fd, &mut hdr, msg_flags)
+                }
+            } as i64)
+        });
+        if n >= 0 && !write {
+            if let Some(mut a) = addr {
+                a.len = hdr.msg_namelen;
+                a.pad = hdr.msg_flags as u32;
+                if self.ram.write(addr_gpa, a).is_err() {
+                    return EFAULT;
+                }
+            }
+        }
+        n
+    }
+
+    /// `NewFd`: pipes, sockets, eventfds, timerfds, epoll instances, all
+    /// non-blocking and close-on-exec on the host.
+    pub(super) fn new_fd(&mut self, a: [u64; 6]) -> i64 {
+        let one = |this: &mut Self, rc: i64| match owned(rc) {
+            Ok(fd) => this.fds.adopt(fd),
+            Err(e) => e,
+        };
+        let (dom, ty, proto) = (a[1] as i32, a[2] as i32, a[3] as i32);
+        match a[0] {
+            new::PIPE | new::SOCKETPAIR => {
+                let mut fds = [-1i32; 2];
+                let rc = if a[0] == new::PIPE {
+                    let flags = libc::O_NONBLOCK | libc::O_CLOEXEC | (a[1] as i32 & libc::O_DIRECT);
+                    // SAFETY: `fds` holds two ints.
+                    unsafe { libc::pipe2(fds.as_mut_ptr(), flags) }
+                } else {
+                    if dom != libc::AF_UNIX {
+                        return err(libc::EAFNOSUPPORT);
+                    }
+                    // SAFETY: as above.
+                    unsafe { libc::socketpair(dom, (ty & !TYPE_FLAGS) | TYPE_FLAGS, proto, fds.as_mut_ptr()) }
+                };
+                if rc < 0 {
+                    return ret(rc as i64);
+                }
+                let (r, w) = (owned(fds[0].into()), owned(fds[1].into()));
+                let (Ok(r), Ok(w)) = (r, w) else {
+                    return err(libc::EMFILE);
+                };
+                let pair = [self.fds.adopt(r) as i32, self.fds.adopt(w) as i32];
+                for (i, v) in pair.iter().enumerate() {
+                    if self.ram.write(a[4] + i as u64 * 4, *v).is_err() {
+                        return EFAULT;
+                    }
+                }
+                0
+            }
+            new::SOCKET => {
+                if ![libc::AF_INET, libc::AF_INET6, libc::AF_UNIX].contains(&dom) {
+                    return err(libc::EAFNOSUPPORT);
+                }
+                let base = ty & !TYPE_FLAGS;
+                if ![libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET].contains(&base) {
+                    return err(libc::ESOCKTNOSUPPORT);
+                }
+                // SAFETY: integer arguments only.
+                one(self, unsafe { libc::socket(dom, base | TYPE_FLAGS, proto) } as i64)
+            }
+            new::EVENTFD => {
+                let flags = libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | (a[2] as i32 & libc::EFD_SEMAPHORE);
+                // SAFETY: integer arguments only.
+                one(self, unsafe { libc::eventfd(a[1] as u32, flags) } as i64)
+            }
+            new::TIMERFD => {
+                // SAFETY: integer arguments only.
+                let fd = unsafe {
+                    libc::timerfd_create(a[1] as i32, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+                };
+                one(self, fd as i64)
+            }
+            // SAFETY: integer argument only.
+            new::EPOLL => one(self, unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as i64),
+            _ => err(libc::ENOSYS),
+        }
+    }
+
+    pub(super) fn epoll_ctl(&mut self, epfd: i32, a: [u64; 6]) -> i64 {
+        let target = match self.fds.check(a[3]) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let mut ev = libc::epoll_event {
+            events: a[4] as u32,
+            u64: a[5],
+        };
+        // SAFETY: valid fds and an event record of ours.
+        ret(unsafe { libc::epoll_ctl(epfd, a[2] as i32, target, &mut ev) } as i64)
+    }
+
+    pub(super) fn timerfd(&mut self, fd: i32, a: [u64; 6]) -> i64 {
+        let read_spec = |gpa: u64| -> Result<libc::itimerspec, i64> {
+            let mut v = [0u64; 4];
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = self.ram.read(gpa + i as u64 * 8).map_err(|_| EFAULT)?;
+            }
+            let ts = |s: u64, ns: u64| libc::timespec {
+                tv_sec: s as i64,
+                tv_nsec: ns as i64,
+            };
+            Ok(libc::itimerspec {
+                it_interval: ts(v[0], v[1]),
+                it_value: ts(v[2], v[3]),
+            })
+        };
+        let write_spec = |gpa: u64, s: &libc::itimerspec| -> i64 {
+            let v = [
+                s.it_interval.tv_sec as u64,
+                s.it_interval.tv_nsec as u64,
+                s.it_value.tv_sec as u64,
+                s.it_value.tv_nsec as u64,
+            ];
+            for (i, x) in v.iter().enumerate() {
+                if self.ram.write(gpa + i as u64 * 8, *x).is_err() {
+                    return EFAULT;
+                }
+            }
+            0
+        };
+        // SAFETY: itimerspec is plain data; all-zero is valid.
+        let mut old: libc::itimerspec = unsafe { std::mem::zeroed() };
+        if a[0] == fdop::TIMERFD_GET {
+            // SAFETY: valid fd and an itimerspec of ours.
+            let rc = unsafe { libc::timerfd_gettime(fd, &mut old) };
+            return if rc < 0 { ret(rc as i64) } else { write_spec(a[2], &old) };
+        }
+        let new = match read_spec(a[3]) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        // SAFETY: valid fd and itimerspecs of ours.
+        let rc = unsafe { libc::timerfd_settime(fd, a[2] as i32, &new, &mut old) };
+        if rc < 0 {
+            return ret(rc as i64);
+        }
+        if a[4] != 0 { write_spec(a[4], &old) } else { 0 }
+    }
+}

@@ -1,0 +1,188 @@
+//! Waiting in the host: `Poll`, `EpollWait`, and blocking I/O. A wait
+//! always includes the control eventfd, so a control request (reclaim,
+//! signal, hibernate) cuts it short with `RET_RESTART`; the guest serves
+//! the request and makes the same call again. A waiting guest costs no CPU.
+
+use std::os::fd::AsRawFd;
+
+use qlib::abi::{MAX_POLL_FDS, PollFd, RET_RESTART};
+
+use super::HostCalls;
+use super::sys::{err, errno, ret};
+use crate::control::drain;
+
+const EFAULT: i64 = err(libc::EFAULT);
+/// Most events one `EpollWait` returns.
+const MAX_EVENTS: u64 = 1024;
+/// Size of the packed `struct epoll_event` on x86-64.
+const EPOLL_EVENT_SIZE: u64 = 12;
+
+impl HostCalls<'_> {
+    /// Runs `op`; when `block` and it would block (`-EAGAIN`), waits for
+    /// `events` on `fd` and tries again. A blocking read or accept waits
+    /// first, so a blocking host fd (stdio) never blocks the vCPU thread
+    /// outside a wait that a control request can interrupt.
+    pub(super) fn blocking(
+        &self,
+        fd: i32,
+        events: i16,
+        block: bool,
+        mut op: impl FnMut() -> i64,
+    ) -> i64 {
+        let mut wait_first = block && events == libc::POLLIN;
+        loop {
+            if wait_first {
+                let mut fds = [libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                }];
+                let w = self.wait(&mut fds, u64::MAX);
+                if w < 0 {
+                    return w;
+                }
+            }
+            let rc = op();
+            if rc != err(libc::EAGAIN) || !block {
+                return rc;
+            }
+            wait_first = true;
+        }
+    }
+
+    /// Waits until one of `fds` is ready or the host monotonic clock
+    /// reaches `deadline_ns` (`u64::MAX`: no deadline), or a control
+    /// request arrives (`RET_RESTART`). Returns the number of ready fds.
+    pub(super) fn wait(&self, fds: &mut [libc::pollfd], deadline_ns: u64) -> i64 {
+        let mut all: Vec<libc::pollfd> = fds.to_vec();
+        all.push(libc::pollfd {
+            fd: self.control.eventfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        loop {
+            let timeout = if deadline_ns == u64::MAX {
+                -1
+            } else {
+                let now = monotonic_ns();
+                if now >= deadline_ns {
+                    0
+                } else {
+                    ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
+                }
+            };
+            // SAFETY: `all` is a valid array of pollfds.
+            let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = errno();
+                if e == libc::EINTR {
+                    continue;
+                }
+                return err(e);
+            }
+            let (user, ctl) = all.split_at(fds.len());
+            if ctl[0].revents != 0 && drain(&self.control.eventfd) {
+                return RET_RESTART;
+            }
+            let ready = user.iter().filter(|p| p.revents != 0).count();
+            if ready > 0 || timeout == 0 {
+                fds.copy_from_slice(user);
+                return ready as i64;
+            }
+        }
+    }
+
+    /// `Poll`: `deadline_ns` is a host monotonic deadline, `u64::MAX` =
+    /// none, 0 = now.
+    pub(super) fn poll(&self, gpa: u64, count: u64, deadline_ns: u64) -> i64 {
+        if count > MAX_POLL_FDS {
+            return err(libc::EINVAL);
+        }
+        let mut fds = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let Ok(p) = self.ram.read::<PollFd>(gpa + i * 8) else {
+                return EFAULT;
+            };
+            if let Err(e) = self.fds.check(p.fd as u64) {
+                return e;
+            }
+            fds.push(libc::pollfd {
+                fd: p.fd,
+                events: p.events,
+                revents: 0,
+            });
+        }
+        let n = self.wait(&mut fds, deadline_ns);
+        if n < 0 {
+            return n;
+        }
+        for (i, p) in fds.iter().enumerate() {
+            let out = PollFd {
+                fd: p.fd,
+                events: p.events,
+                revents: p.revents,
+            };
+            if self.ram.write(gpa + i as u64 * 8, out).is_err() {
+                return EFAULT;
+            }
+        }
+        n
+    }
+
+    /// `EpollWait`: waits for the epoll fd to be readable, then collects
+    /// its events into the guest's array.
+    pub(super) fn epoll_wait(&self, epfd: u64, gpa: u64, max: u64, deadline_ns: u64) -> i64 {
+        let epfd = match self.fds.check(epfd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        if max == 0 || max > MAX_EVENTS {
+            return err(libc::EINVAL);
+        }
+        if self
+            .ram
+            .check_range(gpa, max * EPOLL_EVENT_SIZE)
+            .is_err()
+        {
+            return EFAULT;
+        }
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; max as usize];
+        loop {
+            // SAFETY: valid epoll fd and an array of `max` events.
+            let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), max as i32, 0) };
+            if n != 0 {
+                if n < 0 {
+                    return ret(n as i64);
+                }
+                for (i, e) in events[..n as usize].iter().enumerate() {
+                    let at = gpa + i as u64 * EPOLL_EVENT_SIZE;
+                    let (ev, data) = (e.events, e.u64);
+                    if self.ram.write(at, ev).is_err() || self.ram.write(at + 4, data).is_err() {
+                        return EFAULT;
+                    }
+                }
+                return i64::from(n);
+            }
+            let mut fds = [libc::pollfd {
+                fd: epfd,
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            let w = self.wait(&mut fds, deadline_ns);
+            if w <= 0 {
+                return w; // timeout (0), error or RET_RESTART
+            }
+        }
+    }
+}
+
+/// Host `CLOCK_MONOTONIC` in ns (the guest's monotonic clock).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,215 @@
+//! The rootfs: the only filesystem a guest reaches. Every path is resolved
+//! under one directory fd with `openat2(RESOLVE_IN_ROOT |
+//! RESOLVE_NO_MAGICLINKS)`, so absolute paths, `..` chains and symlinks
+//! (absolute or relative) all stay inside it, and `/proc/<pid>/root`-style
+//! magic links are refused.
+//!
+//! Operations that name a final component (mkdir, unlink, rename …) open
+//! the parent that way and act on the single name below it; operations on
+//! the object itself (chmod, utimes) open it `O_PATH` and use its
+//! `/proc/self/fd/N` link, which points at that object and nothing else.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+/// Longest path accepted from a guest (Linux `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// An open rootfs directory.
+#[derive(Debug)]
+pub struct Rootfs {
+    dir: OwnedFd,
+}
+
+/// The last component of a path and the directory holding it.
+pub struct Parent {
+    /// The directory.
+    pub dir: OwnedFd,
+    /// The single name inside it (never empty, `.` or `..`).
+    pub name: CString,
+}
+
+/// Why a name cannot be acted on: `.`, `..` or the root itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialName {
+    /// The path ends in `.` (or is the root).
+    Dot,
+    /// The path ends in `..`.
+    DotDot,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl Rootfs {
+    /// Opens `path` as the root.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: c is a valid NUL-terminated string.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(Self {
+            dir: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// `openat2` of `path` inside the root; `Err(errno)`.
+    pub fn open_at(&self, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+        self.open_in(&self.dir, path, flags, mode)
+    }
+
+    fn open_in(&self, dir: &OwnedFd, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+        if path.len() > PATH_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
+        let path = if path.is_empty() { b"/".as_slice() } else { path };
+        let c = CString::new(path).map_err(|_| libc::EINVAL)?;
+        let how = OpenHow {
+            flags: (flags | libc::O_CLOEXEC) as u32 as u64,
+            mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+                u64::from(mode & 0o7777)
+            } else {
+                0
+            },
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        for _ in 0..16 {
+            // SAFETY: valid dirfd, NUL-terminated path and an open_how of
+            // the size passed.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    dir.as_raw_fd(),
+                    c.as_ptr(),
+                    &how as *const OpenHow,
+                    size_of::<OpenHow>(),
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: fd is a fresh descriptor we own.
+                return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+            }
+            // EAGAIN: a concurrent rename raced the in-root resolution.
+            match errno() {
+                libc::EAGAIN | libc::EINTR => continue,
+                e => return Err(e),
+            }
+        }
+        Err(libc::EAGAIN)
+    }
+
+    /// An `O_PATH` fd of the object at `path` (not following a final
+    /// symlink when `nofollow`).
+    pub fn object(&self, path: &[u8], nofollow: bool) -> Result<OwnedFd, i32> {
+        let mut flags = libc::O_PATH;
+        if nofollow {
+            flags |= libc::O_NOFOLLOW;
+        }
+        self.open_at(path, flags, 0)
+    }
+
+    /// The parent directory of `path` and its last name.
+    pub fn parent(&self, path: &[u8]) -> Result<Parent, Result<SpecialName, i32>> {
+        let trimmed = trim_trailing_slashes(path);
+        let (dir, name) = match trimmed.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => (b"".as_slice(), trimmed),
+        };
+        match name {
+            b"" | b"." => return Err(Ok(SpecialName::Dot)),
+            b".." => return Err(Ok(SpecialName::DotDot)),
+            _ => {}
+        }
+        if name.len() > 255 {
+            return Err(Err(libc::ENAMETOOLONG));
+        }
+        let dir = self
+            .open_at(dir, libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(Err)?;
+        let name = CString::new(name).map_err(|_| Err(libc::EINVAL))?;
+        Ok(Parent { dir, name })
+    }
+}
+
+/// `/proc/self/fd/N` of `fd`: a path naming exactly the object `fd` holds.
+pub fn proc_fd_path(fd: &OwnedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number")
+}
+
+fn trim_trailing_slashes(path: &[u8]) -> &[u8] {
+    let mut end = path.len();
+    while end > 1 && path[end - 1] == b'/' {
+        end -= 1;
+    }
+    &path[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn tree() -> (std::path::PathBuf, Rootfs) {
+        let base = std::env::temp_dir().join(format!("qvisor-rootfs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(base.join("root/dir")).expect("mkdir");
+        fs::write(base.join("root/dir/file"), b"inside").expect("write");
+        fs::write(base.join("secret"), b"outside").expect("write");
+        std::os::unix::fs::symlink("/dir/file", base.join("root/abs")).expect("symlink");
+        std::os::unix::fs::symlink("../../../secret", base.join("root/dir/rel")).expect("symlink");
+        let root = Rootfs::open(&base.join("root")).expect("open root");
+        (base, root)
+    }
+
+    fn read(fd: OwnedFd) -> String {
+        let mut f = fs::File::from(fd);
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut f, &mut s).expect("read");
+        s
+    }
+
+    #[test]
+    fn paths_stay_inside_the_root() {
+        let (base, root) = tree();
+        let ro = libc::O_RDONLY;
+        assert_eq!(read(root.open_at(b"/dir/file", ro, 0).unwrap()), "inside");
+        assert_eq!(read(root.open_at(b"/../../dir/file", ro, 0).unwrap()), "inside");
+        assert_eq!(read(root.open_at(b"/abs", ro, 0).unwrap()), "inside");
+        // `../../../secret` from /dir clamps at the root: /secret is absent.
+        assert_eq!(root.open_at(b"/dir/rel", ro, 0).unwrap_err(), libc::ENOENT);
+        assert_eq!(root.open_at(b"/../secret", ro, 0).unwrap_err(), libc::ENOENT);
+        let _ = fs::remove_dir_all(base);
+    }
+
+    #[test]
+    fn parents_refuse_dot_names() {
+        let (base, root) = tree();
+        assert!(matches!(root.parent(b"/"), Err(Ok(SpecialName::Dot))));
+        assert!(matches!(root.parent(b"/dir/.."), Err(Ok(SpecialName::DotDot))));
+        let p = root.parent(b"/dir/file//").ok().expect("parent");
+        assert_eq!(p.name.as_bytes(), b"file");
+        let _ = fs::remove_dir_all(base);
+    }
+}
