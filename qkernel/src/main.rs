@@ -21,6 +21,8 @@ mod control;
 #[cfg(target_os = "none")]
 mod errno;
 #[cfg(target_os = "none")]
+mod fs;
+#[cfg(target_os = "none")]
 mod hostcall;
 #[cfg(target_os = "none")]
 mod klog;
@@ -68,7 +70,8 @@ mod kernel {
         static __kernel_end: u8;
     }
 
-    fn boot_slice(v: qlib::abi::IoVec) -> &'static [u8] {
+    /// Bytes of the boot-data area the VMM wrote.
+    pub fn boot_slice(v: qlib::abi::IoVec) -> &'static [u8] {
         // SAFETY: the VMM placed the boot data inside guest RAM (checked
         // against mem_size by the caller); the direct map covers it and
         // nothing writes it while the kernel reads it.
@@ -148,7 +151,20 @@ mod kernel {
         };
         let user_cr3 = mm.pt.user_cr3();
         let kernel_cr3 = mm.pt.kernel_cr3();
-        *PROCESS.lock() = Some(Process::new(mm, info.ids));
+        let cwd =
+            crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
+        let exe = crate::fs::path::normalize(&alloc::format!(
+            "{cwd}/{}",
+            core::str::from_utf8(execfn).unwrap_or("")
+        ));
+        let exe = if execfn.first() == Some(&b'/') {
+            crate::fs::path::normalize(core::str::from_utf8(execfn).unwrap_or("/"))
+        } else {
+            exe
+        };
+        let cmdline = boot_slice(info.argv).to_vec();
+        let files = crate::fs::stdio_table(&info.stdio_mode);
+        *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
         trap::set_user_cr3(user_cr3);
         // Switch the kernel to the process's PGD (same kernel half).
         // SAFETY: the new kernel PGD maps the kernel exactly as the boot PGD.

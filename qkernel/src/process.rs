@@ -1,7 +1,12 @@
 //! The process: its address space, signal dispositions and the bits of
 //! per-process state syscalls record. One process, one thread so far.
 
+use alloc::string::String;
+use alloc::vec::Vec;
+
 use spin::Mutex;
+
+use crate::fs::FdTable;
 
 use crate::arch::entry::{TRAMP_FRAME, TrampFrame, TrapFrame};
 use crate::mm::addr_space::AddrSpace;
@@ -41,8 +46,16 @@ pub struct Process {
     pub clear_child_tid: u64,
     /// `set_robust_list` head.
     pub robust_list: u64,
-    /// Which of fds 0-2 are still open.
-    pub stdio_open: [bool; 3],
+    /// Open files.
+    pub files: FdTable,
+    /// Working directory: a normalised absolute path in the rootfs.
+    pub cwd: String,
+    /// File mode creation mask.
+    pub umask: u32,
+    /// `/proc/self/exe`: the program's absolute path.
+    pub exe: String,
+    /// `/proc/self/cmdline`: NUL-terminated argv strings.
+    pub cmdline: Vec<u8>,
     /// uid, euid, gid, egid.
     pub ids: [u32; 4],
 }
@@ -61,7 +74,14 @@ pub fn with<R>(f: impl FnOnce(&mut Process) -> R) -> R {
 
 impl Process {
     /// A process over a loaded address space.
-    pub fn new(mm: AddrSpace, ids: [u32; 4]) -> Self {
+    pub fn new(
+        mm: AddrSpace,
+        ids: [u32; 4],
+        files: FdTable,
+        cwd: String,
+        exe: String,
+        cmdline: Vec<u8>,
+    ) -> Self {
         Self {
             mm,
             signals: Signals {
@@ -71,7 +91,11 @@ impl Process {
             },
             clear_child_tid: 0,
             robust_list: 0,
-            stdio_open: [true; 3],
+            files,
+            cwd,
+            umask: 0o022,
+            exe,
+            cmdline,
             ids,
         }
     }

@@ -56,3 +56,15 @@ pub fn deliver_from_host(mask: u64) {
     log::info!("program killed by signal {sig} sent from the host");
     hostcall::exit(128 + sig as i32)
 }
+
+/// `SIGPIPE` for a write to a pipe or socket whose reader is gone: the
+/// program ends (status 141) unless it ignores or handles the signal, in
+/// which case the write just fails with `EPIPE`.
+pub fn raise_sigpipe() {
+    const SIGPIPE: u64 = 13;
+    let b = bit(SIGPIPE);
+    if (IGNORED.load(Ordering::Relaxed) | HANDLED.load(Ordering::Relaxed)) & b == 0 {
+        log::debug!("program killed by SIGPIPE");
+        hostcall::exit(128 + SIGPIPE as i32);
+    }
+}

@@ -62,3 +62,8 @@ pub fn realtime_ns() -> u64 {
 pub fn cputime_ns() -> u64 {
     elapsed_ns()
 }
+
+/// The TSC rate in kHz.
+pub fn tsc_khz() -> u64 {
+    TSC_KHZ.load(Ordering::Relaxed)
+}

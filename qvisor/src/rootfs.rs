@@ -51,7 +51,9 @@ pub enum SpecialName {
 }
 
 fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 impl Rootfs {
@@ -84,7 +86,11 @@ impl Rootfs {
         if path.len() > PATH_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        let path = if path.is_empty() { b"/".as_slice() } else { path };
+        let path = if path.is_empty() {
+            b"/".as_slice()
+        } else {
+            path
+        };
         let c = CString::new(path).map_err(|_| libc::EINVAL)?;
         let how = OpenHow {
             flags: (flags | libc::O_CLOEXEC) as u32 as u64,
@@ -195,11 +201,17 @@ mod tests {
         let (base, root) = tree();
         let ro = libc::O_RDONLY;
         assert_eq!(read(root.open_at(b"/dir/file", ro, 0).unwrap()), "inside");
-        assert_eq!(read(root.open_at(b"/../../dir/file", ro, 0).unwrap()), "inside");
+        assert_eq!(
+            read(root.open_at(b"/../../dir/file", ro, 0).unwrap()),
+            "inside"
+        );
         assert_eq!(read(root.open_at(b"/abs", ro, 0).unwrap()), "inside");
         // `../../../secret` from /dir clamps at the root: /secret is absent.
         assert_eq!(root.open_at(b"/dir/rel", ro, 0).unwrap_err(), libc::ENOENT);
-        assert_eq!(root.open_at(b"/../secret", ro, 0).unwrap_err(), libc::ENOENT);
+        assert_eq!(
+            root.open_at(b"/../secret", ro, 0).unwrap_err(),
+            libc::ENOENT
+        );
         let _ = fs::remove_dir_all(base);
     }
 
@@ -207,7 +219,10 @@ mod tests {
     fn parents_refuse_dot_names() {
         let (base, root) = tree();
         assert!(matches!(root.parent(b"/"), Err(Ok(SpecialName::Dot))));
-        assert!(matches!(root.parent(b"/dir/.."), Err(Ok(SpecialName::DotDot))));
+        assert!(matches!(
+            root.parent(b"/dir/.."),
+            Err(Ok(SpecialName::DotDot))
+        ));
         let p = root.parent(b"/dir/file//").ok().expect("parent");
         assert_eq!(p.name.as_bytes(), b"file");
         let _ = fs::remove_dir_all(base);

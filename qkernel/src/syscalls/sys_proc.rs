@@ -87,9 +87,10 @@ pub fn arch_prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `uname(buf)`.
 pub fn uname(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let host = crate::boot_slice(crate::boot_info().hostname);
     let fields: [&[u8]; 6] = [
         b"Linux",
-        b"qrun",
+        &host[..host.len().min(64)],
         b"6.6.0-qkernel",
         b"#1 SMP qkernel",
         b"x86_64",

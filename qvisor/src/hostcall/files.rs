@@ -39,7 +39,10 @@ impl HostCalls<'_> {
         // Status flags the guest keeps (O_NONBLOCK) or that would hand the
         // host's terminal to the guest (O_NOCTTY is implied) are dropped.
         let flags = (flags as i32) & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC);
-        match self.root.open_at(&path, flags | libc::O_NOCTTY, mode as u32) {
+        match self
+            .root
+            .open_at(&path, flags | libc::O_NOCTTY, mode as u32)
+        {
             Ok(fd) => self.fds.adopt(fd),
             Err(e) => err(e),
         }
@@ -107,8 +110,10 @@ impl HostCalls<'_> {
             pathop::MKDIR => {
                 let p = parent(path, libc::EEXIST, libc::EEXIST)?;
                 // SAFETY: valid dirfd and NUL-terminated name.
-                ret(unsafe { libc::mkdirat(p.dir.as_raw_fd(), p.name.as_ptr(), a[3] as u32) }
-                    as i64)
+                ret(
+                    unsafe { libc::mkdirat(p.dir.as_raw_fd(), p.name.as_ptr(), a[3] as u32) }
+                        as i64,
+                )
             }
             pathop::UNLINK | pathop::RMDIR => {
                 let (flags, dot, dotdot) = if op == pathop::RMDIR {
@@ -140,8 +145,10 @@ impl HostCalls<'_> {
                 let p = parent(path, libc::EEXIST, libc::EEXIST)?;
                 // SAFETY: valid dirfd and NUL-terminated strings. The target
                 // is stored as text; it is resolved inside the root later.
-                ret(unsafe { libc::symlinkat(target.as_ptr(), p.dir.as_raw_fd(), p.name.as_ptr()) }
-                    as i64)
+                ret(
+                    unsafe { libc::symlinkat(target.as_ptr(), p.dir.as_raw_fd(), p.name.as_ptr()) }
+                        as i64,
+                )
             }
             pathop::READLINK => {
                 let fd = self.root.object(path, true).map_err(err)?;
@@ -149,13 +156,20 @@ impl HostCalls<'_> {
                 // SAFETY: valid fd, empty NUL-terminated path, buffer of the
                 // length passed.
                 let n = unsafe {
-                    libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                    libc::readlinkat(
+                        fd.as_raw_fd(),
+                        c"".as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
                 };
                 if n < 0 {
                     // An empty path on a non-link says ENOENT; readlink says EINVAL.
                     return Err(err(libc::EINVAL));
                 }
-                self.ram.write_bytes(a[3], &buf[..n as usize]).map_err(|_| EFAULT)?;
+                self.ram
+                    .write_bytes(a[3], &buf[..n as usize])
+                    .map_err(|_| EFAULT)?;
                 n as i64
             }
             pathop::ACCESS => {
@@ -191,7 +205,12 @@ impl HostCalls<'_> {
                     // SAFETY: valid dirfd, name, and null or two timespecs;
                     // the final name is not followed.
                     ret(unsafe {
-                        libc::utimensat(p.dir.as_raw_fd(), p.name.as_ptr(), tp, libc::AT_SYMLINK_NOFOLLOW)
+                        libc::utimensat(
+                            p.dir.as_raw_fd(),
+                            p.name.as_ptr(),
+                            tp,
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
                     } as i64)
                 } else {
                     let fd = self.root.object(path, false).map_err(err)?;
@@ -304,7 +323,11 @@ impl HostCalls<'_> {
             }
         }
         let n = self.blocking(out, libc::POLLOUT, flags & io::BLOCK != 0, || {
-            let p = if off_gpa != 0 { &raw mut off } else { std::ptr::null_mut() };
+            let p = if off_gpa != 0 {
+                &raw mut off
+            } else {
+                std::ptr::null_mut()
+            };
             // SAFETY: valid fds; `p` is null or points at our local offset.
             ret(unsafe { libc::sendfile(out, input, p, count as usize) } as i64)
         });

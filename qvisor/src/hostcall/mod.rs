@@ -20,8 +20,8 @@ use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall};
 use qlib::io_abi::io;
 
 use crate::control::ControlChannel;
-use crate::rootfs::Rootfs;
 use crate::guest_mem::{BadRange, GuestRam};
+use crate::rootfs::Rootfs;
 
 /// What the vCPU loop does after a host call.
 #[derive(Debug)]

@@ -109,12 +109,15 @@ impl HostCalls<'_> {
                 if a[0] == fdop::SETSOCKOPT {
                     self.ram.read_bytes(a[4], &mut val).map_err(|_| EFAULT)?;
                     // SAFETY: `val` holds `len` bytes.
-                    ret(unsafe { libc::setsockopt(fd, level, name, val.as_ptr().cast(), len) }
-                        as i64)
+                    ret(
+                        unsafe { libc::setsockopt(fd, level, name, val.as_ptr().cast(), len) }
+                            as i64,
+                    )
                 } else {
                     // SAFETY: `val` has `len` writable bytes.
-                    let rc =
-                        unsafe { libc::getsockopt(fd, level, name, val.as_mut_ptr().cast(), &mut len) };
+                    let rc = unsafe {
+                        libc::getsockopt(fd, level, name, val.as_mut_ptr().cast(), &mut len)
+                    };
                     if rc < 0 {
                         return Ok(ret(rc as i64));
                     }
@@ -153,7 +156,13 @@ impl HostCalls<'_> {
         let mut l = size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: SO_ERROR writes one int into `e`.
         unsafe {
-            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&raw mut e).cast(), &mut l)
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&raw mut e).cast(),
+                &mut l,
+            )
         };
         if e == 0 { 0 } else { err(e) }
     }
@@ -246,7 +255,14 @@ impl HostCalls<'_> {
                         return err(libc::EAFNOSUPPORT);
                     }
                     // SAFETY: as above.
-                    unsafe { libc::socketpair(dom, (ty & !TYPE_FLAGS) | TYPE_FLAGS, proto, fds.as_mut_ptr()) }
+                    unsafe {
+                        libc::socketpair(
+                            dom,
+                            (ty & !TYPE_FLAGS) | TYPE_FLAGS,
+                            proto,
+                            fds.as_mut_ptr(),
+                        )
+                    }
                 };
                 if rc < 0 {
                     return ret(rc as i64);
@@ -272,10 +288,12 @@ impl HostCalls<'_> {
                     return err(libc::ESOCKTNOSUPPORT);
                 }
                 // SAFETY: integer arguments only.
-                one(self, unsafe { libc::socket(dom, base | TYPE_FLAGS, proto) } as i64)
+                one(self, unsafe { libc::socket(dom, base | TYPE_FLAGS, proto) }
+                    as i64)
             }
             new::EVENTFD => {
-                let flags = libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | (a[2] as i32 & libc::EFD_SEMAPHORE);
+                let flags =
+                    libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | (a[2] as i32 & libc::EFD_SEMAPHORE);
                 // SAFETY: integer arguments only.
                 one(self, unsafe { libc::eventfd(a[1] as u32, flags) } as i64)
             }
@@ -287,7 +305,8 @@ impl HostCalls<'_> {
                 one(self, fd as i64)
             }
             // SAFETY: integer argument only.
-            new::EPOLL => one(self, unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as i64),
+            new::EPOLL => one(self, unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }
+                as i64),
             _ => err(libc::ENOSYS),
         }
     }
@@ -339,7 +358,11 @@ impl HostCalls<'_> {
         if a[0] == fdop::TIMERFD_GET {
             // SAFETY: valid fd and an itimerspec of ours.
             let rc = unsafe { libc::timerfd_gettime(fd, &mut old) };
-            return if rc < 0 { ret(rc as i64) } else { write_spec(a[2], &old) };
+            return if rc < 0 {
+                ret(rc as i64)
+            } else {
+                write_spec(a[2], &old)
+            };
         }
         let new = match read_spec(a[3]) {
             Ok(s) => s,

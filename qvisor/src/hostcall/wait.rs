@@ -139,11 +139,7 @@ impl HostCalls<'_> {
         if max == 0 || max > MAX_EVENTS {
             return err(libc::EINVAL);
         }
-        if self
-            .ram
-            .check_range(gpa, max * EPOLL_EVENT_SIZE)
-            .is_err()
-        {
+        if self.ram.check_range(gpa, max * EPOLL_EVENT_SIZE).is_err() {
             return EFAULT;
         }
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; max as usize];

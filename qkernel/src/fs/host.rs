@@ -1,0 +1,138 @@
+//! Host calls of the I/O ABI (`qlib::io_abi`), wrapped for the kernel:
+//! paths and small records live in kernel buffers (physically contiguous,
+//! so one GPA names them); user data moves in place as iovecs.
+
+use alloc::vec::Vec;
+
+use qlib::abi::{Call, IoVec};
+use qlib::io_abi::{SockAddr, fd as fdop, path as pathop};
+
+use crate::errno::{Errno, SysResult, host_result};
+use crate::hostcall;
+use crate::mm::kva_to_gpa;
+
+fn gpa_of<T>(v: &T) -> u64 {
+    kva_to_gpa(v as *const T as u64)
+}
+
+/// Opens the absolute rootfs `path`; returns the host fd.
+pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
+    let (gpa, len) = hostcall::buf(path.as_bytes());
+    let rc = hostcall::call(
+        Call::Open,
+        [gpa, len, u64::from(flags), u64::from(mode), 0, 0],
+    );
+    host_result(rc).map(|fd| fd as i32)
+}
+
+/// Closes a host fd.
+pub fn close(fd: i32) {
+    hostcall::call(Call::Close, [fd as u64, 0, 0, 0, 0, 0]);
+}
+
+/// Reads or writes host fd `fd` with guest-physical iovecs.
+pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult {
+    let (gpa, n) = hostcall::iovecs(iov);
+    let off = offset.unwrap_or(u64::MAX);
+    host_result(hostcall::call(Call::Io, [fd as u64, gpa, n, off, flags, 0]))
+}
+
+/// A `Path` op on `path` with extra arguments `a3..a5`.
+pub fn path_op(op: u64, path: &str, a3: u64, a4: u64, a5: u64) -> SysResult {
+    let (gpa, len) = hostcall::buf(path.as_bytes());
+    host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]))
+}
+
+/// A `Path` op naming a second path (rename, link, symlink).
+pub fn path_op2(op: u64, path: &str, other: &str, a5: u64) -> SysResult {
+    let (gpa, len) = hostcall::buf(other.as_bytes());
+    path_op(op, path, gpa, len, a5)
+}
+
+/// `statx` of a path into a kernel buffer.
+pub fn statx_path(path: &str, nofollow: bool) -> Result<[u8; 256], Errno> {
+    let buf = [0u8; 256];
+    path_op(pathop::STATX, path, u64::from(nofollow), gpa_of(&buf), 0)?;
+    // SAFETY: the VMM wrote the buffer behind the compiler's back.
+    Ok(unsafe { core::ptr::read_volatile(&buf) })
+}
+
+/// `readlink` of a path.
+pub fn readlink(path: &str) -> Result<Vec<u8>, Errno> {
+    let mut buf = alloc::vec![0u8; 4096];
+    let (gpa, len) = hostcall::buf(&buf);
+    let n = path_op(pathop::READLINK, path, gpa, len, 0)?;
+    // SAFETY: the VMM wrote `n` bytes into `buf`.
+    unsafe { core::ptr::read_volatile(&buf) };
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// An `Fd` op.
+pub fn fd_op(op: u64, fd: i32, a2: u64, a3: u64, a4: u64, a5: u64) -> SysResult {
+    host_result(hostcall::call(Call::Fd, [op, fd as u64, a2, a3, a4, a5]))
+}
+
+/// `statx` of a host fd.
+pub fn statx_fd(fd: i32) -> Result<[u8; 256], Errno> {
+    let buf = [0u8; 256];
+    fd_op(fdop::STATX, fd, gpa_of(&buf), 0, 0, 0)?;
+    // SAFETY: the VMM wrote the buffer behind the compiler's back.
+    Ok(unsafe { core::ptr::read_volatile(&buf) })
+}
+
+/// An `Fd` op passing a [`SockAddr`] in and getting it back.
+pub fn fd_op_addr(op: u64, fd: i32, addr: &mut SockAddr, a3: u64) -> SysResult {
+    let gpa = gpa_of(addr);
+    let rc = fd_op(op, fd, gpa, a3, 0, 0);
+    // SAFETY: the VMM may have written the address in place.
+    *addr = unsafe { core::ptr::read_volatile(addr) };
+    rc
+}
+
+/// An `Fd` op passing a kernel buffer (socket options, timer specs).
+pub fn fd_op_buf(op: u64, fd: i32, a2: u64, a3: u64, buf: &mut [u8]) -> SysResult {
+    let (gpa, len) = hostcall::buf(buf);
+    let rc = fd_op(op, fd, a2, a3, gpa, len);
+    // SAFETY: the VMM may have written the buffer in place.
+    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
+    rc
+}
+
+/// `Msg`: send or receive with guest-physical iovecs.
+pub fn msg(fd: i32, iov: &[IoVec], addr: Option<&mut SockAddr>, flags: u64) -> SysResult {
+    let (gpa, n) = hostcall::iovecs(iov);
+    let agpa = addr.as_ref().map_or(0, |a| gpa_of(&**a));
+    let rc = hostcall::call(Call::Msg, [fd as u64, gpa, n, agpa, flags, 0]);
+    if let Some(a) = addr {
+        // SAFETY: the VMM may have written the address in place.
+        *a = unsafe { core::ptr::read_volatile(a) };
+    }
+    host_result(rc)
+}
+
+/// `NewFd` returning one fd.
+pub fn new_fd(op: u64, a1: u64, a2: u64, a3: u64) -> Result<i32, Errno> {
+    host_result(hostcall::call(Call::NewFd, [op, a1, a2, a3, 0, 0])).map(|fd| fd as i32)
+}
+
+/// `NewFd` returning a pair.
+pub fn new_pair(op: u64, a1: u64, a2: u64, a3: u64) -> Result<[i32; 2], Errno> {
+    let pair = [-1i32; 2];
+    host_result(hostcall::call(
+        Call::NewFd,
+        [op, a1, a2, a3, gpa_of(&pair), 0],
+    ))?;
+    // SAFETY: the VMM wrote both ints.
+    Ok(unsafe { core::ptr::read_volatile(&pair) })
+}
+
+/// `EpollWait` into a kernel buffer of packed 12-byte events.
+pub fn epoll_wait(epfd: i32, buf: &mut [u8], deadline_ns: u64) -> SysResult {
+    let (gpa, len) = hostcall::buf(buf);
+    let max = len / 12;
+    let rc = hostcall::call(Call::EpollWait, [epfd as u64, gpa, max, deadline_ns, 0, 0]);
+    // SAFETY: the VMM wrote events in place.
+    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
+    host_result(rc)
+}

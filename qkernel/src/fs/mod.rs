@@ -1,0 +1,251 @@
+//! Files and the fd table. Most open files are host fds the VMM owns for
+//! the sandbox (regular files and directories of the rootfs, pipes,
+//! sockets, epoll instances, eventfds, timerfds); a few are the kernel's
+//! own (`/dev/null`, `/dev/zero`, `/proc` files). The table keeps what
+//! Linux keeps per fd (the number, `FD_CLOEXEC`) and per open file (status
+//! flags, shared by `dup`); closing the last fd of a host file closes the
+//! host fd.
+
+pub mod host;
+pub mod path;
+pub mod special;
+pub mod stat;
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use spin::Mutex;
+
+use crate::errno::Errno;
+
+/// `O_*` flags the kernel keeps as file status.
+pub const O_ACCMODE: u32 = 0o3;
+/// Read only.
+pub const O_RDONLY: u32 = 0;
+/// Write only.
+pub const O_WRONLY: u32 = 0o1;
+/// Read and write.
+pub const O_RDWR: u32 = 0o2;
+/// Append.
+pub const O_APPEND: u32 = 0o2000;
+/// Non-blocking.
+pub const O_NONBLOCK: u32 = 0o4000;
+/// Close on exec (an fd flag, not a status flag).
+pub const O_CLOEXEC: u32 = 0o2000000;
+/// `O_PATH`.
+pub const O_PATH: u32 = 0o10000000;
+/// Status flags `F_SETFL` may change.
+pub const SETFL_MASK: u32 = O_APPEND | O_NONBLOCK | 0o20000 /* O_ASYNC */ | 0o40000 /* O_DIRECT */ | 0o1000000 /* O_NOATIME */;
+
+/// What kind of host object a host fd is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// A regular file or directory of the rootfs.
+    File,
+    /// The sandbox's stdio (the host's fds 0-2).
+    Stdio,
+    /// A pipe end.
+    Pipe,
+    /// A socket.
+    Socket,
+    /// An epoll instance.
+    Epoll,
+    /// An eventfd.
+    EventFd,
+    /// A timerfd.
+    TimerFd,
+}
+
+/// What backs an open file.
+#[derive(Debug)]
+pub enum Backing {
+    /// A host fd of the sandbox.
+    Host {
+        /// The host fd number.
+        fd: i32,
+        /// What it is.
+        kind: HostKind,
+    },
+    /// A device or `/proc` file of the kernel's own.
+    Special(special::Special),
+}
+
+/// An open file description.
+#[derive(Debug)]
+pub struct File {
+    /// What backs it.
+    pub backing: Backing,
+    /// Status flags (`O_ACCMODE`, `O_APPEND`, `O_NONBLOCK` …).
+    pub flags: Mutex<u32>,
+    /// The absolute path it was opened by (for `*at` calls, `fchdir` and
+    /// `/proc/self/fd`), or a description such as `pipe:[3]`.
+    pub path: String,
+}
+
+impl File {
+    /// A new open file.
+    pub fn new(backing: Backing, flags: u32, path: String) -> Arc<File> {
+        Arc::new(File {
+            backing,
+            flags: Mutex::new(flags & !O_CLOEXEC),
+            path,
+        })
+    }
+
+    /// The host fd, if the host backs this file.
+    pub fn host_fd(&self) -> Option<i32> {
+        match self.backing {
+            Backing::Host { fd, .. } => Some(fd),
+            Backing::Special(_) => None,
+        }
+    }
+
+    /// The host kind, if the host backs this file.
+    pub fn host_kind(&self) -> Option<HostKind> {
+        match self.backing {
+            Backing::Host { kind, .. } => Some(kind),
+            Backing::Special(_) => None,
+        }
+    }
+
+    /// Whether operations may block.
+    pub fn nonblocking(&self) -> bool {
+        *self.flags.lock() & O_NONBLOCK != 0
+    }
+
+    /// Whether the access mode allows reading.
+    pub fn readable(&self) -> bool {
+        let f = *self.flags.lock();
+        f & O_PATH == 0 && f & O_ACCMODE != O_WRONLY
+    }
+
+    /// Whether the access mode allows writing.
+    pub fn writable(&self) -> bool {
+        let f = *self.flags.lock();
+        f & O_PATH == 0 && f & O_ACCMODE != O_RDONLY
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if let Backing::Host { fd, .. } = self.backing {
+            host::close(fd);
+        }
+    }
+}
+
+/// One fd slot.
+#[derive(Debug, Clone)]
+pub struct FdEntry {
+    /// The open file.
+    pub file: Arc<File>,
+    /// `FD_CLOEXEC`.
+    pub cloexec: bool,
+}
+
+/// Most fds a process may hold (`RLIMIT_NOFILE` 1024, as Linux's default
+/// soft limit).
+pub const MAX_FDS: usize = 1024;
+
+/// The fd table.
+#[derive(Debug, Default)]
+pub struct FdTable {
+    slots: Vec<Option<FdEntry>>,
+}
+
+impl FdTable {
+    /// The file at `fd`, or `EBADF`.
+    pub fn get(&self, fd: u64) -> Result<&Arc<File>, Errno> {
+        self.entry(fd).map(|e| &e.file)
+    }
+
+    /// The slot at `fd`, or `EBADF`.
+    pub fn entry(&self, fd: u64) -> Result<&FdEntry, Errno> {
+        usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Mutable slot at `fd`, or `EBADF`.
+    pub fn entry_mut(&mut self, fd: u64) -> Result<&mut FdEntry, Errno> {
+        usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_mut)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Installs `file` at the lowest free fd >= `min`.
+    pub fn insert_from(
+        &mut self,
+        min: usize,
+        file: Arc<File>,
+        cloexec: bool,
+    ) -> Result<usize, Errno> {
+        let free = (min..MAX_FDS).find(|&i| self.slots.get(i).is_none_or(Option::is_none));
+        let fd = free.ok_or(Errno::EMFILE)?;
+        if self.slots.len() <= fd {
+            self.slots.resize(fd + 1, None);
+        }
+        self.slots[fd] = Some(FdEntry { file, cloexec });
+        Ok(fd)
+    }
+
+    /// Installs `file` at the lowest free fd.
+    pub fn insert(&mut self, file: Arc<File>, cloexec: bool) -> Result<usize, Errno> {
+        self.insert_from(0, file, cloexec)
+    }
+
+    /// Puts `file` at exactly `fd`, closing what was there.
+    pub fn insert_at(&mut self, fd: u64, file: Arc<File>, cloexec: bool) -> Result<(), Errno> {
+        let fd = usize::try_from(fd)
+            .ok()
+            .filter(|&f| f < MAX_FDS)
+            .ok_or(Errno::EBADF)?;
+        if self.slots.len() <= fd {
+            self.slots.resize(fd + 1, None);
+        }
+        // The old file (if any) drops here, after the new one is in place.
+        let _old = self.slots[fd].replace(FdEntry { file, cloexec });
+        Ok(())
+    }
+
+    /// Removes `fd`.
+    pub fn remove(&mut self, fd: u64) -> Result<Arc<File>, Errno> {
+        let slot = usize::try_from(fd)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .ok_or(Errno::EBADF)?;
+        slot.take().map(|e| e.file).ok_or(Errno::EBADF)
+    }
+
+    /// Open fd numbers, ascending.
+    pub fn numbers(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|_| i))
+    }
+}
+
+/// The table a program starts with: fds 0-2 are the host's stdio where the
+/// host has them open (`stdio_mode` non-zero).
+pub fn stdio_table(stdio_mode: &[u32; 4]) -> FdTable {
+    let mut t = FdTable::default();
+    for fd in 0..3 {
+        if stdio_mode[fd] == 0 {
+            continue;
+        }
+        let flags = if fd == 0 { O_RDONLY } else { O_WRONLY };
+        let backing = Backing::Host {
+            fd: fd as i32,
+            kind: HostKind::Stdio,
+        };
+        let name = ["/dev/stdin", "/dev/stdout", "/dev/stderr"][fd];
+        let _ = t.insert_at(fd as u64, File::new(backing, flags, name.into()), false);
+    }
+    t
+}

@@ -1,0 +1,96 @@
+//! Path resolution in the guest: a user path (relative to the cwd or to a
+//! directory fd) becomes an absolute path, which either names one of the
+//! kernel's own files (`/dev`, `/proc`, `/sys`: see `special`) or is sent
+//! to the VMM, which resolves it inside the rootfs. `..` and symlinks are
+//! left to the VMM's in-root resolution; lexical normalisation is only used
+//! to recognise the kernel's own paths and to keep the cwd tidy.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::errno::Errno;
+use crate::mm::uaccess;
+use crate::process::Process;
+
+/// `AT_FDCWD`.
+pub const AT_FDCWD: i64 = -100;
+/// Linux `PATH_MAX`.
+pub const PATH_MAX: usize = 4096;
+
+/// Reads a NUL-terminated user string of at most `PATH_MAX` bytes.
+pub fn read_user_path(p: &mut Process, va: u64) -> Result<String, Errno> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 64];
+    let mut at = va;
+    loop {
+        // Read up to the end of the page so a string ending just before an
+        // unmapped page is still read.
+        let room = (4096 - (at & 0xfff)) as usize;
+        let n = room.min(chunk.len());
+        uaccess::copy_in(&mut p.mm, at, &mut chunk[..n])?;
+        if let Some(end) = chunk[..n].iter().position(|&b| b == 0) {
+            out.extend_from_slice(&chunk[..end]);
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+        if out.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        at += n as u64;
+    }
+    String::from_utf8(out).map_err(|_| Errno::EINVAL)
+}
+
+/// The absolute form of `path` seen from `dirfd` (`AT_FDCWD` = the cwd).
+pub fn absolute(p: &Process, dirfd: i64, path: &str) -> Result<String, Errno> {
+    if path.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    if path.starts_with('/') {
+        return Ok(String::from(path));
+    }
+    let base = if dirfd == AT_FDCWD {
+        p.cwd.as_str()
+    } else {
+        let file = p.files.get(dirfd as u64)?;
+        if !file.path.starts_with('/') {
+            return Err(Errno::ENOTDIR);
+        }
+        file.path.as_str()
+    };
+    let mut out = String::with_capacity(base.len() + 1 + path.len());
+    out.push_str(base.trim_end_matches('/'));
+    out.push('/');
+    out.push_str(path);
+    Ok(out)
+}
+
+/// Reads a user path and makes it absolute.
+pub fn user_absolute(p: &mut Process, dirfd: i64, va: u64) -> Result<String, Errno> {
+    let path = read_user_path(p, va)?;
+    absolute(p, dirfd, &path)
+}
+
+/// Lexical normal form: no empty, `.` or `..` components (`..` at the
+/// root stays at the root).
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for c in &parts {
+        out.push('/');
+        out.push_str(c);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}

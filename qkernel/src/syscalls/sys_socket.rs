@@ -1,0 +1,266 @@
+//! Socket syscalls over host sockets in the sandbox's network namespace
+//! (`AF_INET`, `AF_INET6`, `AF_UNIX`; others get `EAFNOSUPPORT` from the
+//! VMM). Data moves in place; addresses and options cross as small kernel
+//! records.
+
+use alloc::sync::Arc;
+
+use qlib::io_abi::{SockAddr, fd as fdop, io, new};
+
+use super::rw::{UserBuf, host_transfer, user_iovec_array};
+use crate::errno::{Errno, SysResult};
+use crate::fs::{Backing, File, HostKind, O_NONBLOCK, O_RDWR, host};
+use crate::mm::uaccess;
+use crate::process::Process;
+
+const SOCK_NONBLOCK: u64 = 0o4000;
+const SOCK_CLOEXEC: u64 = 0o2000000;
+const MSG_DONTWAIT: u64 = 0x40;
+const MSG_NOSIGNAL: u64 = 0x4000;
+
+fn sock(p: &Process, fd: u64) -> Result<(Arc<File>, i32), Errno> {
+    let f = p.files.get(fd)?.clone();
+    match f.backing {
+        Backing::Host {
+            fd,
+            kind: HostKind::Socket,
+        } => Ok((f, fd)),
+        _ => Err(Errno::ENOTSOCK),
+    }
+}
+
+fn install(p: &mut Process, host_fd: i32, flags: u64) -> SysResult {
+    let backing = Backing::Host {
+        fd: host_fd,
+        kind: HostKind::Socket,
+    };
+    let status = O_RDWR
+        | if flags & SOCK_NONBLOCK != 0 {
+            O_NONBLOCK
+        } else {
+            0
+        };
+    let file = File::new(backing, status, alloc::format!("socket:[{host_fd}]"));
+    p.files.insert(file, flags & SOCK_CLOEXEC != 0)
+}
+
+/// `socket(domain, type, protocol)`.
+pub fn socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[1] & !(0xf | SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let fd = host::new_fd(new::SOCKET, a[0], a[1] & 0xf, a[2])?;
+    install(p, fd, a[1])
+}
+
+/// `socketpair(domain, type, protocol, sv)`.
+pub fn socketpair(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let pair = host::new_pair(new::SOCKETPAIR, a[0], a[1] & 0xf, a[2])?;
+    let f0 = install(p, pair[0], a[1])?;
+    let f1 = install(p, pair[1], a[1])?;
+    uaccess::write(&mut p.mm, a[3], &(f0 as i32))?;
+    uaccess::write(&mut p.mm, a[3] + 4, &(f1 as i32))?;
+    Ok(0)
+}
+
+fn read_addr(p: &mut Process, va: u64, len: u64) -> Result<SockAddr, Errno> {
+    let mut addr = SockAddr::default();
+    if len > addr.bytes.len() as u64 {
+        return Err(Errno::EINVAL);
+    }
+    uaccess::copy_in(&mut p.mm, va, &mut addr.bytes[..len as usize])?;
+    addr.len = len as u32;
+    Ok(addr)
+}
+
+/// Writes `addr` to a user (`sockaddr *`, `socklen_t *`) pair, truncated to
+/// the user's length, and stores the full length.
+fn write_addr(p: &mut Process, va: u64, len_va: u64, addr: &SockAddr) -> Result<(), Errno> {
+    if va == 0 || len_va == 0 {
+        return Ok(());
+    }
+    let room: u32 = uaccess::read(&mut p.mm, len_va)?;
+    let n = (room.min(addr.len) as usize).min(addr.bytes.len());
+    uaccess::copy_out(&mut p.mm, va, &addr.bytes[..n])?;
+    uaccess::write(&mut p.mm, len_va, &addr.len)
+}
+
+/// `bind(fd, addr, len)`.
+pub fn bind(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    let mut addr = read_addr(p, a[1], a[2])?;
+    host::fd_op_addr(fdop::BIND, fd, &mut addr, 0)
+}
+
+/// `connect(fd, addr, len)`.
+pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (f, fd) = sock(p, a[0])?;
+    let mut addr = read_addr(p, a[1], a[2])?;
+    let block = if f.nonblocking() { 0 } else { io::BLOCK };
+    host::fd_op_addr(fdop::CONNECT, fd, &mut addr, block)
+}
+
+/// `listen(fd, backlog)`.
+pub fn listen(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    host::fd_op(fdop::LISTEN, fd, a[1], 0, 0, 0)
+}
+
+/// `shutdown(fd, how)`.
+pub fn shutdown(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    host::fd_op(fdop::SHUTDOWN, fd, a[1], 0, 0, 0)
+}
+
+/// `accept4(fd, addr, addrlen, flags)`.
+pub fn accept4(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[3] & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (f, fd) = sock(p, a[0])?;
+    let mut addr = SockAddr::default();
+    let block = if f.nonblocking() { 0 } else { io::BLOCK };
+    let nfd = host::fd_op_addr(fdop::ACCEPT, fd, &mut addr, block)? as i32;
+    let gfd = install(p, nfd, a[3])?;
+    if let Err(e) = write_addr(p, a[1], a[2], &addr) {
+        let _ = p.files.remove(gfd as u64);
+        return Err(e);
+    }
+    Ok(gfd)
+}
+
+/// `accept(fd, addr, addrlen)`.
+pub fn accept(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    accept4(p, &[a[0], a[1], a[2], 0, 0, 0])
+}
+
+/// `getsockname(fd, addr, addrlen)` and `getpeername` (`peer`).
+fn name(p: &mut Process, a: &[u64; 6], op: u64) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    let mut addr = SockAddr::default();
+    host::fd_op_addr(op, fd, &mut addr, 0)?;
+    write_addr(p, a[1], a[2], &addr)?;
+    Ok(0)
+}
+
+/// `getsockname(fd, addr, addrlen)`.
+pub fn getsockname(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    name(p, a, fdop::GETSOCKNAME)
+}
+
+/// `getpeername(fd, addr, addrlen)`.
+pub fn getpeername(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    name(p, a, fdop::GETPEERNAME)
+}
+
+/// `setsockopt(fd, level, name, value, len)`.
+pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    if a[4] > 256 {
+        return Err(Errno::EINVAL);
+    }
+    let mut buf = alloc::vec![0u8; a[4] as usize];
+    uaccess::copy_in(&mut p.mm, a[3], &mut buf)?;
+    host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)
+}
+
+/// `getsockopt(fd, level, name, value, len)`.
+pub fn getsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, fd) = sock(p, a[0])?;
+    let room: u32 = uaccess::read(&mut p.mm, a[4])?;
+    let mut buf = alloc::vec![0u8; (room as usize).min(256)];
+    let n = host::fd_op_buf(fdop::GETSOCKOPT, fd, a[1], a[2], &mut buf)?;
+    uaccess::copy_out(&mut p.mm, a[3], &buf[..n.min(buf.len())])?;
+    uaccess::write(&mut p.mm, a[4], &(n as u32))?;
+    Ok(0)
+}
+
+/// Sends `bufs` (to `addr`, if any) with `MSG_*` flags.
+fn send(
+    p: &mut Process,
+    fd: u64,
+    bufs: &[UserBuf],
+    addr: Option<SockAddr>,
+    flags: u64,
+) -> SysResult {
+    let (f, hfd) = sock(p, fd)?;
+    let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
+    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+        io_flags |= io::BLOCK;
+    }
+    let mut addr = addr;
+    let r = host_transfer(p, bufs, true, |iov, _| {
+        host::msg(hfd, iov, addr.as_mut(), io_flags)
+    });
+    if r == Err(Errno::EPIPE) && flags & MSG_NOSIGNAL == 0 {
+        crate::signal::raise_sigpipe();
+    }
+    r
+}
+
+/// Receives into `bufs`; returns the count and the sender's address.
+fn recv(
+    p: &mut Process,
+    fd: u64,
+    bufs: &[UserBuf],
+    flags: u64,
+) -> Result<(usize, SockAddr), Errno> {
+    let (f, hfd) = sock(p, fd)?;
+    let mut io_flags = (flags & !MSG_DONTWAIT) << 32;
+    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+        io_flags |= io::BLOCK;
+    }
+    let mut addr = SockAddr::default();
+    let n = host_transfer(p, bufs, false, |iov, _| {
+        host::msg(hfd, iov, Some(&mut addr), io_flags)
+    })?;
+    Ok((n, addr))
+}
+
+/// `sendto(fd, buf, len, flags, addr, addrlen)`.
+pub fn sendto(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let addr = if a[4] != 0 {
+        Some(read_addr(p, a[4], a[5])?)
+    } else {
+        None
+    };
+    send(p, a[0], &[(a[1], a[2])], addr, a[3])
+}
+
+/// `recvfrom(fd, buf, len, flags, addr, addrlen)`.
+pub fn recvfrom(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (n, addr) = recv(p, a[0], &[(a[1], a[2])], a[3])?;
+    write_addr(p, a[4], a[5], &addr)?;
+    Ok(n)
+}
+
+/// `sendmsg(fd, msg, flags)`.
+pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let name: u64 = uaccess::read(&mut p.mm, a[1])?;
+    let namelen: u32 = uaccess::read(&mut p.mm, a[1] + 8)?;
+    let iov: u64 = uaccess::read(&mut p.mm, a[1] + 16)?;
+    let iovlen: u64 = uaccess::read(&mut p.mm, a[1] + 24)?;
+    let bufs = user_iovec_array(p, iov, iovlen)?;
+    let addr = if name != 0 && namelen != 0 {
+        Some(read_addr(p, name, u64::from(namelen))?)
+    } else {
+        None
+    };
+    send(p, a[0], &bufs, addr, a[2])
+}
+
+/// `recvmsg(fd, msg, flags)`; control messages are not passed (their
+/// length comes back 0).
+pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let name: u64 = uaccess::read(&mut p.mm, a[1])?;
+    let iov: u64 = uaccess::read(&mut p.mm, a[1] + 16)?;
+    let iovlen: u64 = uaccess::read(&mut p.mm, a[1] + 24)?;
+    let bufs = user_iovec_array(p, iov, iovlen)?;
+    let (n, addr) = recv(p, a[0], &bufs, a[2])?;
+    if name != 0 {
+        write_addr(p, name, a[1] + 8, &addr)?;
+    }
+    uaccess::write(&mut p.mm, a[1] + 40, &0u64)?; // msg_controllen
+    uaccess::write(&mut p.mm, a[1] + 48, &addr.pad)?; // msg_flags
+    Ok(n)
+}

@@ -1,0 +1,120 @@
+//! stat family: `stat`, `lstat`, `fstat`, `newfstatat`, `statx`, and
+//! `access`/`faccessat`/`faccessat2`.
+
+use qlib::io_abi::path as pathop;
+
+use crate::errno::{Errno, SysResult};
+use crate::fs::path::{self, AT_FDCWD};
+use crate::fs::special::{self, Node};
+use crate::fs::stat::{STATX_SIZE, stat_from_statx};
+use crate::fs::{Backing, host};
+use crate::mm::uaccess;
+use crate::process::Process;
+
+const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+const AT_EMPTY_PATH: u64 = 0x1000;
+
+/// statx of the open file `fd`.
+fn statx_fd(p: &Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
+    let f = p.files.get(fd)?;
+    match &f.backing {
+        Backing::Host { fd, .. } => host::statx_fd(*fd),
+        Backing::Special(s) => Ok(special::statx_open(p, s)),
+    }
+}
+
+/// statx of the absolute path `abs`.
+pub fn statx_abs(p: &Process, abs: &str, nofollow: bool) -> Result<[u8; STATX_SIZE], Errno> {
+    let node = special::lookup(&path::normalize(abs));
+    match node {
+        Node::Host => host::statx_path(abs, nofollow),
+        Node::FdLink(n) if !nofollow => statx_fd(p, n).map_err(|_| Errno::ENOENT),
+        Node::Exe if !nofollow => host::statx_path(&p.exe, false),
+        node => special::statx(p, &node),
+    }
+}
+
+/// statx of (`dirfd`, user path) with `AT_*` flags.
+fn statx_at(
+    p: &mut Process,
+    dirfd: u64,
+    path_va: u64,
+    flags: u64,
+) -> Result<[u8; STATX_SIZE], Errno> {
+    let path = path::read_user_path(p, path_va)?;
+    if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if dirfd as i64 == AT_FDCWD {
+            let cwd = p.cwd.clone();
+            return statx_abs(p, &cwd, false);
+        }
+        return statx_fd(p, dirfd);
+    }
+    let abs = path::absolute(p, dirfd as i64, &path)?;
+    statx_abs(p, &abs, flags & AT_SYMLINK_NOFOLLOW != 0)
+}
+
+fn put_stat(p: &mut Process, buf: u64, sx: &[u8; STATX_SIZE]) -> SysResult {
+    uaccess::copy_out(&mut p.mm, buf, &stat_from_statx(sx))?;
+    Ok(0)
+}
+
+/// `stat(path, buf)`.
+pub fn stat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sx = statx_at(p, AT_FDCWD as u64, a[0], 0)?;
+    put_stat(p, a[1], &sx)
+}
+
+/// `lstat(path, buf)`.
+pub fn lstat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sx = statx_at(p, AT_FDCWD as u64, a[0], AT_SYMLINK_NOFOLLOW)?;
+    put_stat(p, a[1], &sx)
+}
+
+/// `fstat(fd, buf)`.
+pub fn fstat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sx = statx_fd(p, a[0])?;
+    put_stat(p, a[1], &sx)
+}
+
+/// `newfstatat(dirfd, path, buf, flags)`.
+pub fn newfstatat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sx = statx_at(p, a[0], a[1], a[3])?;
+    put_stat(p, a[2], &sx)
+}
+
+/// `statx(dirfd, path, flags, mask, buf)`.
+pub fn statx(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sx = statx_at(p, a[0], a[1], a[2])?;
+    uaccess::copy_out(&mut p.mm, a[4], &sx)?;
+    Ok(0)
+}
+
+/// `faccessat2(dirfd, path, mode, flags)`.
+pub fn faccessat2(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[2] & !7 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let path = path::read_user_path(p, a[1])?;
+    if path.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    let abs = path::absolute(p, a[0] as i64, &path)?;
+    match special::lookup(&path::normalize(&abs)) {
+        Node::Host => host::path_op(pathop::ACCESS, &abs, a[2], 0, 0),
+        Node::Missing => Err(Errno::ENOENT),
+        _ => Ok(0),
+    }
+}
+
+/// `faccessat(dirfd, path, mode)`.
+pub fn faccessat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    faccessat2(p, &[a[0], a[1], a[2], 0, 0, 0])
+}
+
+/// `access(path, mode)`.
+pub fn access(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    faccessat2(p, &[AT_FDCWD as u64, a[0], a[1], 0, 0, 0])
+}
