@@ -16,9 +16,15 @@ pub const OPT_IN_FLAGS: u64 = 0x17;
 /// Size of the boot stack, which stays the kernel stack of the first task.
 pub const BOOT_STACK_SIZE: usize = 64 * 1024;
 
+/// The boot stack's storage: 16-byte aligned as the ABI requires (a
+/// byte array alone may land on any address, and code relies on the
+/// alignment: `core::fmt` tags odd argument pointers, for one).
+#[repr(C, align(16))]
+pub struct BootStack(pub [u8; BOOT_STACK_SIZE]);
+
 /// The boot and kernel stack.
 #[unsafe(no_mangle)]
-pub static mut BOOT_STACK: [u8; BOOT_STACK_SIZE] = [0; BOOT_STACK_SIZE];
+pub static mut BOOT_STACK: BootStack = BootStack([0; BOOT_STACK_SIZE]);
 
 global_asm!(
     r#"

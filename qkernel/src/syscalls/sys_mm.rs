@@ -3,7 +3,14 @@
 
 use qlib::layout::USER_END;
 
+use alloc::vec::Vec;
+
+use qlib::abi::{IoVec, MAX_IOVECS};
+
 use crate::errno::{Errno, SysResult};
+use crate::fs::special::Special;
+use crate::fs::{Backing, HostKind, host};
+use crate::mm::addr_space::AddrSpace;
 use crate::mm::addr_space::{MMAP_MIN, MMAP_TOP};
 use crate::mm::page_up;
 use crate::mm::vma::VmaKind;
@@ -39,10 +46,11 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if flags & (MAP_SHARED | MAP_PRIVATE) == 0 || prot & !PROT_MASK != 0 {
         return Err(Errno::EINVAL);
     }
-    if flags & MAP_ANONYMOUS == 0 {
-        // File mappings come with the filesystem.
-        return Err(Errno::ENODEV);
-    }
+    let source = if flags & MAP_ANONYMOUS == 0 {
+        file_source(p, a)?
+    } else {
+        None
+    };
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
     if len == 0 {
         return Err(Errno::EINVAL);
@@ -68,10 +76,78 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
     };
     mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
-    if flags & MAP_POPULATE != 0 {
+    if let Some((fd, off)) = source {
+        if let Err(e) = read_file_into(mm, start, start + len, fd, off) {
+            mm.unmap(start, start + len);
+            return Err(e);
+        }
+    } else if flags & MAP_POPULATE != 0 {
         mm.populate(start, start + len)?;
     }
     Ok(start as usize)
+}
+
+/// For a file mapping: the host fd and offset to read it from, or `None`
+/// when the mapping is anonymous after all (`/dev/zero`).
+///
+/// Private mappings are copies made at map time (the file's later changes
+/// are not seen, which `MAP_PRIVATE` allows); shared mappings are only
+/// accepted read-only, with the same copy semantics.
+fn file_source(p: &Process, a: &[u64; 6]) -> Result<Option<(i32, u64)>, Errno> {
+    let file = p.files.get(a[4])?;
+    if a[5] & 0xfff != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if !file.readable() {
+        return Err(Errno::EACCES);
+    }
+    match &file.backing {
+        Backing::Special(Special::Zero) => Ok(None),
+        Backing::Host {
+            fd,
+            kind: HostKind::File,
+        } => {
+            if a[3] & MAP_SHARED != 0 && a[2] & 2 != 0 {
+                log::warn!("mmap: shared writable file mappings are not supported");
+                return Err(Errno::ENODEV);
+            }
+            Ok(Some((*fd, a[5])))
+        }
+        _ => Err(Errno::ENODEV),
+    }
+}
+
+/// Maps every page of `[start, end)` and reads the file at `off` into
+/// them (bytes past the end of the file stay zero).
+fn read_file_into(
+    mm: &mut AddrSpace,
+    start: u64,
+    end: u64,
+    fd: i32,
+    off: u64,
+) -> Result<(), Errno> {
+    mm.populate(start, end)?;
+    let mut iov: Vec<IoVec> = Vec::new();
+    let mut at = start;
+    let mut file_off = off;
+    while at < end {
+        let gpa = mm.pt.get(at).addr();
+        match iov.last_mut() {
+            Some(last) if last.gpa + last.len == gpa => last.len += 4096,
+            _ => iov.push(IoVec { gpa, len: 4096 }),
+        }
+        at += 4096;
+        if iov.len() as u64 >= MAX_IOVECS || at == end {
+            let want: u64 = iov.iter().map(|v| v.len).sum();
+            let got = host::io(fd, &iov, Some(file_off), 0)? as u64;
+            iov.clear();
+            file_off += want;
+            if got < want {
+                break; // end of file: the rest stays zero
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `munmap(addr, len)`.
