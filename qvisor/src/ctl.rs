@@ -128,10 +128,14 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
     BufReader::new(stream.take(64 * 1024))
         .read_line(&mut line)
         .map_err(io)?;
-    let response: Response = serde_json::from_str(&line)
-        .map_err(|_| CtlError::Malformed(path.display().to_string()))?;
+    let response: Response =
+        serde_json::from_str(&line).map_err(|_| CtlError::Malformed(path.display().to_string()))?;
     match response {
-        Response { ok: true, status: Some(s), .. } => Ok(s),
+        Response {
+            ok: true,
+            status: Some(s),
+            ..
+        } => Ok(s),
         Response { error: Some(e), .. } => Err(CtlError::Refused(e)),
         _ => Err(CtlError::Malformed(path.display().to_string())),
     }

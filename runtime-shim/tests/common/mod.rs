@@ -163,8 +163,16 @@ pub fn run_sandboxed_in(
 /// line diff of whatever differs.
 #[track_caller]
 pub fn assert_same(what: &str, native: &Outcome, sandboxed: &Outcome) {
+    if let Some(msg) = differences(what, native, sandboxed) {
+        panic!("{msg}");
+    }
+}
+
+/// What differs between a native and a sandboxed run, as a report with a
+/// line diff; `None` when they are the same.
+pub fn differences(what: &str, native: &Outcome, sandboxed: &Outcome) -> Option<String> {
     if native == sandboxed {
-        return;
+        return None;
     }
     let mut msg = format!("{what}: sandboxed run differs from native run\n");
     if native.status != sandboxed.status {
@@ -189,7 +197,7 @@ pub fn assert_same(what: &str, native: &Outcome, sandboxed: &Outcome) {
             }
         }
     }
-    panic!("{msg}");
+    Some(msg)
 }
 
 /// Runs `cmd` with stdin from /dev/null and captured output, killing its
@@ -285,7 +293,7 @@ pub fn shell_status(status: ExitStatus) -> i32 {
 }
 
 /// A line diff (longest common subsequence) of two short texts.
-fn line_diff(a: &str, b: &str) -> String {
+pub fn line_diff(a: &str, b: &str) -> String {
     const MAX_LINES: usize = 2000;
     let a: Vec<&str> = a.lines().collect();
     let b: Vec<&str> = b.lines().collect();

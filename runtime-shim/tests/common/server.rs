@@ -131,7 +131,10 @@ fn kill_group(pgid: u32) {
 /// children: a server spawned by [`Server::spawn`] and anything it runs.
 pub fn group_cpu_ticks(pgid: u32) -> u64 {
     let mut total = 0;
-    for entry in std::fs::read_dir("/proc").expect("/proc is readable").flatten() {
+    for entry in std::fs::read_dir("/proc")
+        .expect("/proc is readable")
+        .flatten()
+    {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue; // not a process, or it just exited
         };
