@@ -138,10 +138,10 @@ pub fn group_cpu_ticks(pgid: u32) -> u64 {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue; // not a process, or it just exited
         };
-        if let Some((pgrp, ticks)) = parse_stat(&stat) {
-            if pgrp == pgid {
-                total += ticks;
-            }
+        if let Some((pgrp, ticks)) = parse_stat(&stat)
+            && pgrp == pgid
+        {
+            total += ticks;
         }
     }
     total
