@@ -126,7 +126,10 @@ pub fn run(r: &Runner, quick: bool) -> Vec<Metric> {
 }
 
 fn native_round(r: &Runner, secs: u32) -> Result<Load, String> {
-    let mut server = Server::start(r.native("http_server", &["--port", "0"]))?;
+    let mut server = Server::start(
+        "native http_server",
+        r.native("http_server", &["--port", "0"]),
+    )?;
     let load = wrk(server.port, secs)?;
     server.quit()?;
     Ok(load)
@@ -134,7 +137,7 @@ fn native_round(r: &Runner, secs: u32) -> Result<Load, String> {
 
 /// One sandboxed wrk run and the host calls of the whole sandbox.
 fn sandboxed_round(r: &Runner, secs: u32) -> Result<(Load, u64), String> {
-    let mut server = Server::start(r.sandboxed(&["--stats"], "http_server", &["--port", "0"]))?;
+    let mut server = Server::start("sandboxed http_server", sandboxed_cmd(r))?;
     let load = wrk(server.port, secs)?;
     let calls = server.quit()?;
     Ok((
@@ -145,10 +148,14 @@ fn sandboxed_round(r: &Runner, secs: u32) -> Result<(Load, u64), String> {
 
 /// Host calls of a sandbox that starts, serves `/quit` and exits.
 fn baseline_calls(r: &Runner) -> Result<u64, String> {
-    let mut server = Server::start(r.sandboxed(&["--stats"], "http_server", &["--port", "0"]))?;
+    let mut server = Server::start("baseline sandboxed http_server", sandboxed_cmd(r))?;
     server
         .quit()?
         .ok_or_else(|| "qrun --stats printed no host-call count".to_owned())
+}
+
+fn sandboxed_cmd(r: &Runner) -> Command {
+    r.sandboxed(&["--stats"], "http_server", &["--port", "0"])
 }
 
 fn wrk(port: u16, secs: u32) -> Result<Load, String> {
@@ -202,6 +209,11 @@ fn duration_us(s: &str) -> Option<f64> {
     Some(num.parse::<f64>().ok()? * scale)
 }
 
+/// Several lines of stderr as one line of a table.
+fn one_line(s: &str) -> String {
+    s.trim().lines().collect::<Vec<_>>().join(" | ")
+}
+
 /// A running http_server (native or sandboxed); killed with its process
 /// group if dropped before it exits.
 struct Server {
@@ -211,8 +223,8 @@ struct Server {
 }
 
 impl Server {
-    fn start(mut cmd: Command) -> Result<Self, String> {
-        let what = runner::describe(&cmd);
+    /// Starts `cmd` and reads its port; `what` names it in errors.
+    fn start(what: &str, mut cmd: Command) -> Result<Self, String> {
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -246,7 +258,7 @@ impl Server {
                 let err = server.stderr.take().map(|h| h.join().unwrap_or_default());
                 return Err(format!(
                     "{what}: no 'listening on PORT' line (got {line:?}); stderr: {}",
-                    err.unwrap_or_default().trim()
+                    one_line(&err.unwrap_or_default())
                 ));
             }
         }
@@ -285,7 +297,7 @@ impl Server {
         if !status.success() || !answer.ends_with("bye\n") {
             return Err(format!(
                 "/quit answered {answer:?}, exit {status}; stderr: {}",
-                err.trim()
+                one_line(&err)
             ));
         }
         Ok(runner::stats_line(&err).map(|(_, calls)| calls))
