@@ -60,8 +60,25 @@ const FILES: &[(&str, &str, u32)] = &[
     ("sub/deeper/d.txt", "deep\n", 0o640),
 ];
 
+/// Whether the ELF file at `path` has no program interpreter (PT_INTERP),
+/// i.e. is statically linked; the sandbox has no dynamic loader yet.
+fn is_static_elf(path: &str) -> bool {
+    let elf = std::fs::read(path).unwrap_or_else(|e| {
+        panic!("reading {path}: {e}; install Debian's busybox-static (scripts/deps.sh)")
+    });
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().expect("8 bytes")) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    assert!(elf.starts_with(b"\x7fELF\x02") && phoff + phentsize * phnum <= elf.len());
+    (0..phnum).all(|i| elf[phoff + i * phentsize..][..4] != 3u32.to_le_bytes())
+}
+
 /// A rootfs with busybox and the data files, every mtime set to FIXED.
 fn rootfs() -> TempDir {
+    assert!(
+        is_static_elf(BUSYBOX),
+        "{BUSYBOX} is dynamically linked: install Debian's busybox-static (scripts/deps.sh)"
+    );
     let root = TempDir::new("busybox");
     let data = root.join("work/data");
     std::fs::create_dir_all(data.join("sub/deeper")).expect("mkdir data");
