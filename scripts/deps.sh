@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine:
-# musl-gcc (test apps), busybox-static (compat tests), and the Rust
-# toolchain and targets pinned by rust-toolchain.toml.
+# musl-gcc (test apps), busybox-static (compat tests), curl (HTTP server
+# test), wrk (HTTP benchmark), and the Rust toolchain and targets pinned by
+# rust-toolchain.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v musl-gcc >/dev/null || need+=(musl-tools)
 [ -x /bin/busybox ] || need+=(busybox-static)
+command -v curl >/dev/null || need+=(curl)
+command -v wrk >/dev/null || need+=(wrk)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo

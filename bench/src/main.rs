@@ -22,12 +22,16 @@
 //! | `page_touch_us` | touching every 4 KiB page of fresh memory, per page | |
 //! | `host_call_us` | `poll(fd 1, timeout 0)` (one host call) minus a null syscall, `bench_hostcall` | <= 35 µs |
 //! | `alloc.*` | qlib's bitmap page allocator against `buddy_system_allocator` ([`alloc_bench`]) | |
+//! | `http_rps`, `http_p50_us`, `http_p99_us` | keep-alive `GET /` to `http_server` in `qrun do`, `wrk -t1 -c1 --latency`, 3 x 5 s ([`http`]); optional until the guest has sockets | p50 <= 150 µs |
+//! | `http_native_*` | the same server run natively, rounds interleaved | |
+//! | `http_host_calls_per_req` | (host calls of a loaded sandbox - those of one serving only `/quit`) / requests, from `qrun do --stats` | <= 4 |
 //! | `reclaim_ms` | SIGUSR1 to qrun until its RSS falls, after the guest freed 1 GiB ([`reclaim`]); optional, n/a with a reason if unsupported | <= 150 ms |
 //!
 //! Each guest metric has a `*_native_us` twin from the same program run
 //! directly on the host. The guest programs time themselves with
 //! `CLOCK_MONOTONIC`; each is run 10 times per side (3 with `--quick`).
-//! `--quick` also cuts `hello` to 10 runs and reclaim to one.
+//! `--quick` also cuts `hello` to 10 runs, reclaim to one and http to one
+//! 2 s round per side.
 
 #![deny(unsafe_code)]
 
@@ -37,6 +41,7 @@
 )]
 mod alloc_bench;
 mod guest;
+mod http;
 mod metric;
 mod reclaim;
 mod runner;
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
             .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None)),
     );
     metrics.extend(reclaim::run(&runner, reclaim_runs));
+    metrics.extend(http::run(&runner, opts.quick));
     let ratios = ratios(&metrics);
 
     print!("{}", metric::table(&metrics, &ratios));
@@ -184,6 +190,18 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
             "null_syscall_us",
         ),
     ];
+    r.push(Ratio::of(
+        m,
+        "http req/s sandbox/native",
+        "http_rps",
+        "http_native_rps",
+    ));
+    r.push(Ratio::of(
+        m,
+        "http p50 sandbox/native",
+        "http_p50_us",
+        "http_native_p50_us",
+    ));
     for workload in ["pair", "batch"] {
         for other in ["buddy", "buddy_locked"] {
             r.push(Ratio::of(

@@ -25,6 +25,7 @@ const CASES: &[Case] = &[
     ("malloc_stress", &[], &[], 0),
     ("touch_mem", &["16"], &[], 0),
     ("clocks", &[], &[], 0),
+    ("ioops", &[], &[], 0),
     ("sysinfo", &[], &[], 0),
     ("segfault", &[], &[], 139),
     ("reclaim_probe", &["16"], &[], 0),

@@ -8,6 +8,9 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod server;
+pub mod tmp;
+
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::io::Read;
@@ -102,20 +105,74 @@ pub fn run_sandboxed_with(
 
 /// Runs `qrun` with exactly `args`, in a cleared environment plus `PATH`.
 pub fn run_qrun<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
+    run_qrun_stdin(args, None)
+}
+
+/// Like [`run_qrun`], with stdin read from the host file `stdin` (else
+/// /dev/null).
+pub fn run_qrun_stdin<S: AsRef<OsStr>>(args: &[S], stdin: Option<&Path>) -> Outcome {
     let mut cmd = Command::new(qrun());
     cmd.args(args).env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
     }
-    run(cmd)
+    run_with_stdin(cmd, stdin)
+}
+
+/// Runs `prog args` natively in the directory `cwd`, with exactly the
+/// environment `env` and stdin from `stdin` (else /dev/null).
+pub fn run_native_in(
+    cwd: &Path,
+    stdin: Option<&Path>,
+    prog: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Outcome {
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .current_dir(cwd);
+    run_with_stdin(cmd, stdin)
+}
+
+/// `qrun do --rootfs ROOTFS --cwd CWD [--env K=V]... -- prog args`: `prog`
+/// and `cwd` are paths inside `rootfs`; stdin from the host file `stdin`
+/// (else /dev/null).
+pub fn run_sandboxed_in(
+    rootfs: &Path,
+    cwd: &str,
+    stdin: Option<&Path>,
+    prog: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Outcome {
+    let mut qrun_args: Vec<OsString> = vec!["do".into(), "--rootfs".into(), rootfs.into()];
+    qrun_args.extend(["--cwd".into(), cwd.into()]);
+    for (k, v) in env {
+        qrun_args.push("--env".into());
+        qrun_args.push(format!("{k}={v}").into());
+    }
+    qrun_args.push("--".into());
+    qrun_args.push(prog.into());
+    qrun_args.extend(args.iter().map(OsString::from));
+    run_qrun_stdin(&qrun_args, stdin)
 }
 
 /// Asserts that the sandbox did exactly what the native run did, showing a
 /// line diff of whatever differs.
 #[track_caller]
 pub fn assert_same(what: &str, native: &Outcome, sandboxed: &Outcome) {
+    if let Some(msg) = differences(what, native, sandboxed) {
+        panic!("{msg}");
+    }
+}
+
+/// What differs between a native and a sandboxed run, as a report with a
+/// line diff; `None` when they are the same.
+pub fn differences(what: &str, native: &Outcome, sandboxed: &Outcome) -> Option<String> {
     if native == sandboxed {
-        return;
+        return None;
     }
     let mut msg = format!("{what}: sandboxed run differs from native run\n");
     if native.status != sandboxed.status {
@@ -140,14 +197,25 @@ pub fn assert_same(what: &str, native: &Outcome, sandboxed: &Outcome) {
             }
         }
     }
-    panic!("{msg}");
+    Some(msg)
 }
 
 /// Runs `cmd` with stdin from /dev/null and captured output, killing its
 /// whole process group if it outlives the timeout.
-fn run(mut cmd: Command) -> Outcome {
+fn run(cmd: Command) -> Outcome {
+    run_with_stdin(cmd, None)
+}
+
+/// [`run`] with stdin from the file `stdin` when given.
+fn run_with_stdin(mut cmd: Command, stdin: Option<&Path>) -> Outcome {
     let shown = format!("{cmd:?}");
-    cmd.stdin(Stdio::null())
+    let input = match stdin {
+        Some(p) => Stdio::from(
+            std::fs::File::open(p).unwrap_or_else(|e| panic!("stdin {}: {e}", p.display())),
+        ),
+        None => Stdio::null(),
+    };
+    cmd.stdin(input)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -225,7 +293,7 @@ pub fn shell_status(status: ExitStatus) -> i32 {
 }
 
 /// A line diff (longest common subsequence) of two short texts.
-fn line_diff(a: &str, b: &str) -> String {
+pub fn line_diff(a: &str, b: &str) -> String {
     const MAX_LINES: usize = 2000;
     let a: Vec<&str> = a.lines().collect();
     let b: Vec<&str> = b.lines().collect();

@@ -1,0 +1,219 @@
+//! The HTTP function server (test-apps/c/http_server.c) in a sandbox
+//! answers real clients: Debian's `curl` for `/`, `/work?mb=8`, a 404,
+//! several requests on one keep-alive connection, `/fill` then `/verify`;
+//! and raw sockets for pipelined and byte-by-byte requests. Then the idle
+//! server must not spin: the CPU time of the sandbox's process group over
+//! 10 s of idleness (from /proc/<pid>/stat) stays below 2% of one CPU. That
+//! is a behaviour, not a benchmark: an idle sandbox blocks in the host.
+//! Finally `/quit` makes it exit 0.
+//!
+//! The same checks run against the server started natively, so a broken
+//! server is reported as such. Every child is killed (with its process
+//! group) when a check fails.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use common::server::{Server, group_cpu_ticks, ticks_per_sec};
+
+const START: Duration = Duration::from_secs(30);
+const IDLE: Duration = Duration::from_secs(10);
+const MAX_IDLE_CPU: f64 = 0.02;
+
+fn start(mut cmd: Command) -> (Server, u16) {
+    cmd.env_clear().args(["--port", "0"]);
+    let mut server = Server::spawn(cmd);
+    let port = server.wait_line("listening on ", START);
+    let port = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("bad port line {port:?}: {e}"));
+    (server, port)
+}
+
+/// `curl -sS ARGS` with no proxy; its status, stdout and stderr.
+fn curl(args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--noproxy", "*", "--max-time", "30"])
+        .args(args)
+        .env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running curl: {e}; install Debian's curl (scripts/deps.sh)"));
+    (
+        common::shell_status(out.status),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `GET path` with curl: the HTTP status and the body.
+fn get(port: u16, path: &str) -> (u32, String) {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let (status, out, err) = curl(&["-w", "\n%{http_code}", &url]);
+    assert_eq!(status, 0, "curl {url}: {err}");
+    let (body, code) = out.rsplit_once('\n').expect("curl printed the code");
+    let code = code.parse().expect("a numeric HTTP status");
+    (code, body.to_owned())
+}
+
+/// The checksum the server computes for N MiB of its pattern.
+fn checksum(mb: u64) -> u64 {
+    let mut sum = 0u64;
+    for i in 0..mb << 17 {
+        let x = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ mb;
+        sum = (sum ^ (x ^ (x >> 29))).wrapping_mul(0x0100_0000_01b3);
+    }
+    sum
+}
+
+/// Sends `chunks` on one connection (pausing between them), then reads
+/// `n` responses: their statuses and bodies.
+fn raw(port: u16, chunks: &[&str], n: usize) -> Vec<(u32, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("set timeout");
+    for c in chunks {
+        s.write_all(c.as_bytes()).expect("send");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while out.len() < n {
+        if let Some((resp, used)) = parse_response(&buf) {
+            out.push(resp);
+            buf.drain(..used);
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        let got = s.read(&mut chunk).expect("read a response");
+        assert!(got > 0, "connection closed after {} responses", out.len());
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    out
+}
+
+/// One complete response at the start of `buf`, and its length.
+fn parse_response(buf: &[u8]) -> Option<((u32, String), usize)> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&buf[..end]);
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let len: usize = head.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .strip_prefix("content-length:")?
+            .trim()
+            .parse()
+            .ok()
+    })?;
+    let body = buf.get(end..end + len)?;
+    Some((
+        (status, String::from_utf8_lossy(body).into_owned()),
+        end + len,
+    ))
+}
+
+/// Everything a client should see from a healthy server.
+fn exercise(port: u16) {
+    let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
+    let work = |mb: u64| format!("work mb={mb} checksum={:016x}\n", checksum(mb));
+    assert_eq!(get(port, "/"), (200, "hello\n".to_owned()));
+    assert_eq!(get(port, "/work?mb=8"), (200, work(8)));
+    assert_eq!(get(port, "/nope"), (404, "not found\n".to_owned()));
+    assert_eq!(get(port, "/work?mb=x").0, 400);
+
+    // Three requests on one keep-alive connection.
+    let (status, out, err) = curl(&["-v", &url("/"), &url("/work?mb=1"), &url("/")]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, format!("hello\n{}hello\n", work(1)));
+    assert_eq!(
+        err.matches("Re-using existing connection").count(),
+        2,
+        "curl should reuse its connection:\n{err}"
+    );
+
+    let filled = format!("{:016x}", checksum(4));
+    assert_eq!(
+        get(port, "/fill?mb=4"),
+        (200, format!("filled mb=4 checksum={filled}\n"))
+    );
+    assert_eq!(get(port, "/verify"), (200, format!("ok {filled}\n")));
+
+    let pipelined =
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /work?mb=1 HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n";
+    let got = raw(port, &[pipelined], 3);
+    let want = [
+        (200, "hello\n".to_owned()),
+        (200, work(1)),
+        (404, "not found\n".to_owned()),
+    ];
+    assert_eq!(got, want, "pipelined requests");
+    let pieces = ["GE", "T /verify HT", "TP/1.1\r\nHost: a\r", "\n\r\n"];
+    assert_eq!(raw(port, &pieces, 1), [(200, format!("ok {filled}\n"))]);
+    // A client that leaves mid-request must not disturb the server.
+    let mut gone = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    gone.write_all(b"GET / HT").expect("send");
+    drop(gone);
+    assert_eq!(get(port, "/"), (200, "hello\n".to_owned()));
+}
+
+fn quit(server: &mut Server, port: u16) {
+    assert_eq!(get(port, "/quit"), (200, "bye\n".to_owned()));
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20));
+    assert_eq!(status, 0, "exit status after /quit; stderr: {stderr}");
+}
+
+#[test]
+fn native_server_answers_curl() {
+    let (mut server, port) = start(Command::new(test_apps::path("http_server")));
+    exercise(port);
+    quit(&mut server, port);
+}
+
+#[test]
+fn sandboxed_server_answers_curl_and_idles() {
+    if !common::require_kvm() {
+        return;
+    }
+    let mut cmd = Command::new(common::qrun());
+    cmd.arg("do").arg("--").arg(test_apps::path("http_server"));
+    let (mut server, port) = start(cmd);
+    exercise(port);
+
+    std::thread::sleep(Duration::from_secs(1));
+    let before = group_cpu_ticks(server.pid());
+    std::thread::sleep(IDLE);
+    let used = group_cpu_ticks(server.pid()) - before;
+    let share = used as f64 / ticks_per_sec() as f64 / IDLE.as_secs_f64();
+    assert!(
+        share < MAX_IDLE_CPU,
+        "the idle sandbox used {:.1}% of a CPU over {IDLE:?} ({used} ticks); it must block, not spin",
+        share * 100.0
+    );
+    // Still serving after the idle period.
+    assert_eq!(get(port, "/"), (200, "hello\n".to_owned()));
+    quit(&mut server, port);
+}
+
+/// The idle check above is not vacuous: the same measurement sees a
+/// process that spins for half a second.
+#[test]
+fn cpu_measurement_sees_a_busy_process() {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo started; while :; do :; done"]);
+    let mut busy = Server::spawn(cmd);
+    busy.wait_line("started", START);
+    let before = group_cpu_ticks(busy.pid());
+    std::thread::sleep(Duration::from_millis(500));
+    let used = group_cpu_ticks(busy.pid()) - before;
+    let share = used as f64 / ticks_per_sec() as f64 / 0.5;
+    assert!(share > 0.5, "a spinning shell measured at {share:.2} CPUs");
+}
