@@ -62,8 +62,9 @@ pub fn readlink(path: &str) -> Result<Vec<u8>, Errno> {
     let mut buf = alloc::vec![0u8; 4096];
     let (gpa, len) = hostcall::buf(&buf);
     let n = path_op(pathop::READLINK, path, gpa, len, 0)?;
-    // SAFETY: the VMM wrote `n` bytes into `buf`.
-    unsafe { core::ptr::read_volatile(&buf) };
+    // SAFETY: the VMM wrote `n` bytes into `buf`; one volatile read of its
+    // first byte keeps the compiler from assuming it unchanged.
+    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
     buf.truncate(n);
     Ok(buf)
 }

@@ -144,6 +144,12 @@ pub struct FdEntry {
     pub cloexec: bool,
 }
 
+/// The slot index of an fd argument: syscalls take fds as C `int`, so
+/// only the low 32 bits count (a negative fd indexes nothing).
+fn fd_index(fd: u64) -> usize {
+    fd as u32 as usize
+}
+
 /// Most fds a process may hold (`RLIMIT_NOFILE` 1024, as Linux's default
 /// soft limit).
 pub const MAX_FDS: usize = 1024;
@@ -162,18 +168,16 @@ impl FdTable {
 
     /// The slot at `fd`, or `EBADF`.
     pub fn entry(&self, fd: u64) -> Result<&FdEntry, Errno> {
-        usize::try_from(fd)
-            .ok()
-            .and_then(|i| self.slots.get(i))
+        self.slots
+            .get(fd_index(fd))
             .and_then(Option::as_ref)
             .ok_or(Errno::EBADF)
     }
 
     /// Mutable slot at `fd`, or `EBADF`.
     pub fn entry_mut(&mut self, fd: u64) -> Result<&mut FdEntry, Errno> {
-        usize::try_from(fd)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
+        self.slots
+            .get_mut(fd_index(fd))
             .and_then(Option::as_mut)
             .ok_or(Errno::EBADF)
     }
@@ -201,8 +205,7 @@ impl FdTable {
 
     /// Puts `file` at exactly `fd`, closing what was there.
     pub fn insert_at(&mut self, fd: u64, file: Arc<File>, cloexec: bool) -> Result<(), Errno> {
-        let fd = usize::try_from(fd)
-            .ok()
+        let fd = Some(fd_index(fd))
             .filter(|&f| f < MAX_FDS)
             .ok_or(Errno::EBADF)?;
         if self.slots.len() <= fd {
@@ -215,10 +218,7 @@ impl FdTable {
 
     /// Removes `fd`.
     pub fn remove(&mut self, fd: u64) -> Result<Arc<File>, Errno> {
-        let slot = usize::try_from(fd)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .ok_or(Errno::EBADF)?;
+        let slot = self.slots.get_mut(fd_index(fd)).ok_or(Errno::EBADF)?;
         slot.take().map(|e| e.file).ok_or(Errno::EBADF)
     }
 

@@ -49,6 +49,8 @@ pub fn absolute(p: &Process, dirfd: i64, path: &str) -> Result<String, Errno> {
     if path.starts_with('/') {
         return Ok(String::from(path));
     }
+    // `dirfd` is a C `int`: only the low 32 bits count.
+    let dirfd = i64::from(dirfd as i32);
     let base = if dirfd == AT_FDCWD {
         p.cwd.as_str()
     } else {

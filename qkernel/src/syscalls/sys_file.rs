@@ -231,10 +231,10 @@ pub fn dup(p: &mut Process, a: &[u64; 6]) -> SysResult {
 pub fn dup2(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let f = file(p, a[0])?;
     if a[0] == a[1] {
-        return Ok(a[1] as usize);
+        return Ok(a[1] as u32 as usize);
     }
     p.files.insert_at(a[1], f, false)?;
-    Ok(a[1] as usize)
+    Ok(a[1] as u32 as usize)
 }
 
 /// `dup3(old, new, flags)`.
@@ -244,7 +244,7 @@ pub fn dup3(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let f = file(p, a[0])?;
     p.files.insert_at(a[1], f, a[2] as u32 & O_CLOEXEC != 0)?;
-    Ok(a[1] as usize)
+    Ok(a[1] as u32 as usize)
 }
 
 const TCGETS: u64 = 0x5401;

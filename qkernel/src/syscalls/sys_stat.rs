@@ -46,7 +46,7 @@ fn statx_at(
         if flags & AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT);
         }
-        if dirfd as i64 == AT_FDCWD {
+        if i64::from(dirfd as i32) == AT_FDCWD {
             let cwd = p.cwd.clone();
             return statx_abs(p, &cwd, false);
         }
