@@ -49,6 +49,9 @@ pub mod path {
     /// `utimensat`: `args[3]` = GPA of two `struct timespec` (0 = now),
     /// `args[4]` = 1 to not follow a final symlink.
     pub const UTIMENS: u64 = 12;
+    /// `chown`: `args[3]` = uid, `args[4]` = gid, `args[5]` = 1 to not
+    /// follow a final symlink.
+    pub const CHOWN: u64 = 13;
 }
 
 /// `Call::Fd` ops. The fd is `args[1]`.
@@ -103,6 +106,8 @@ pub mod fd {
     pub const ACCEPT: u64 = 20;
     /// `ioctl(FIONREAD)`: returns the byte count.
     pub const FIONREAD: u64 = 21;
+    /// `fchown`: `args[2]` = uid, `args[3]` = gid.
+    pub const FCHOWN: u64 = 22;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.

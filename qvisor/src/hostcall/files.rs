@@ -192,6 +192,22 @@ impl HostCalls<'_> {
                 // SAFETY: NUL-terminated path naming exactly our fd's object.
                 ret(unsafe { libc::fchmodat(libc::AT_FDCWD, p.as_ptr(), a[3] as u32, 0) } as i64)
             }
+            pathop::CHOWN => {
+                let (uid, gid) = (a[3] as u32, a[4] as u32);
+                if a[5] == 1 {
+                    let p = parent(path, libc::EINVAL, libc::EINVAL)?;
+                    // SAFETY: valid dirfd and name; the final name is not
+                    // followed.
+                    ret(unsafe {
+                        libc::fchownat(p.dir.as_raw_fd(), p.name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW)
+                    } as i64)
+                } else {
+                    let fd = self.root.object(path, false).map_err(err)?;
+                    let p = crate::rootfs::proc_fd_path(&fd);
+                    // SAFETY: NUL-terminated path naming exactly our fd's object.
+                    ret(unsafe { libc::fchownat(libc::AT_FDCWD, p.as_ptr(), uid, gid, 0) } as i64)
+                }
+            }
             pathop::TRUNCATE => {
                 let fd = self.root.open_at(path, libc::O_WRONLY, 0).map_err(err)?;
                 // SAFETY: valid fd.
@@ -277,6 +293,7 @@ impl HostCalls<'_> {
             fdop::FSYNC => ret(unsafe { libc::fsync(fd) } as i64),
             fdop::FDATASYNC => ret(unsafe { libc::fdatasync(fd) } as i64),
             fdop::FCHMOD => ret(unsafe { libc::fchmod(fd, a[2] as u32) } as i64),
+            fdop::FCHOWN => ret(unsafe { libc::fchown(fd, a[2] as u32, a[3] as u32) } as i64),
             fdop::GETDENTS => self.getdents(fd, a[2], a[3]),
             fdop::SENDFILE => self.sendfile(fd, a[2], a[3], a[4], a[5]),
             fdop::EPOLL_CTL => self.epoll_ctl(fd, a),
