@@ -166,7 +166,13 @@ pub fn fchownat(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let abs = host_path(p, a[0], a[1], Errno::EPERM)?;
     let nofollow = u64::from(a[4] & AT_SYMLINK_NOFOLLOW != 0);
-    host::path_op(pathop::CHOWN, &abs, a[2] & 0xffff_ffff, a[3] & 0xffff_ffff, nofollow)
+    host::path_op(
+        pathop::CHOWN,
+        &abs,
+        a[2] & 0xffff_ffff,
+        a[3] & 0xffff_ffff,
+        nofollow,
+    )
 }
 
 /// `chown(path, uid, gid)`.
@@ -176,13 +182,23 @@ pub fn chown(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `lchown(path, uid, gid)`.
 pub fn lchown(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    fchownat(p, &[AT_FDCWD as u64, a[0], a[1], a[2], AT_SYMLINK_NOFOLLOW, 0])
+    fchownat(
+        p,
+        &[AT_FDCWD as u64, a[0], a[1], a[2], AT_SYMLINK_NOFOLLOW, 0],
+    )
 }
 
 /// `fchown(fd, uid, gid)`.
 pub fn fchown(p: &mut Process, a: &[u64; 6]) -> SysResult {
     match p.files.get(a[0])?.host_fd() {
-        Some(fd) => host::fd_op(fdop::FCHOWN, fd, a[1] & 0xffff_ffff, a[2] & 0xffff_ffff, 0, 0),
+        Some(fd) => host::fd_op(
+            fdop::FCHOWN,
+            fd,
+            a[1] & 0xffff_ffff,
+            a[2] & 0xffff_ffff,
+            0,
+            0,
+        ),
         None => Err(Errno::EPERM),
     }
 }

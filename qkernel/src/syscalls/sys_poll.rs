@@ -294,6 +294,11 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
     if max <= 0 {
         return Err(Errno::EINVAL);
     }
+    // As Linux's access_ok: the whole array must be user addresses.
+    let end = a[1].checked_add(max as u64 * 12).ok_or(Errno::EFAULT)?;
+    if end > qlib::layout::USER_END {
+        return Err(Errno::EFAULT);
+    }
     let max = (max as usize).min(1024);
     let mut buf = alloc::vec![0u8; max * 12];
     let n = host::epoll_wait(ep, &mut buf, deadline_in(timeout_ns))?;

@@ -199,7 +199,13 @@ impl HostCalls<'_> {
                     // SAFETY: valid dirfd and name; the final name is not
                     // followed.
                     ret(unsafe {
-                        libc::fchownat(p.dir.as_raw_fd(), p.name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW)
+                        libc::fchownat(
+                            p.dir.as_raw_fd(),
+                            p.name.as_ptr(),
+                            uid,
+                            gid,
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
                     } as i64)
                 } else {
                     let fd = self.root.object(path, false).map_err(err)?;

@@ -41,6 +41,8 @@ pub struct HostCalls<'a> {
     ram: &'a GuestRam,
     root: Rootfs,
     fds: fds::HostFds,
+    /// `AF_UNIX` paths bound in the rootfs: host name -> the guest's.
+    unix_names: std::collections::HashMap<Vec<u8>, qlib::io_abi::SockAddr>,
     log_level: u64,
     control: Arc<ControlChannel>,
     stats: bool,
@@ -71,6 +73,7 @@ impl<'a> HostCalls<'a> {
             ram,
             root,
             fds: fds::HostFds::default(),
+            unix_names: std::collections::HashMap::new(),
             log_level,
             control,
             stats,

@@ -57,6 +57,23 @@ impl HostCalls<'_> {
         Ok((a, Some(parent.dir)))
     }
 
+    /// An `AF_UNIX` address the host reports, with a path bound through
+    /// [`Self::unix_in_root`] turned back into the path the guest bound.
+    fn guest_unix_name(&self, addr: SockAddr) -> SockAddr {
+        let n = (addr.len as usize).min(addr.bytes.len());
+        let key = &addr.bytes[..n];
+        // The host may report the path with or without its NUL.
+        let with_nul = [key, &[0]].concat();
+        match self
+            .unix_names
+            .get(key)
+            .or_else(|| self.unix_names.get(&with_nul))
+        {
+            Some(guest) => *guest,
+            None => addr,
+        }
+    }
+
     /// Socket ops of `Fd` (`fd` already checked).
     pub(super) fn sock_op(&mut self, fd: i32, a: [u64; 6]) -> i64 {
         match self.sock_op_inner(fd, a) {
@@ -71,11 +88,17 @@ impl HostCalls<'_> {
             // SAFETY: as above.
             fdop::SHUTDOWN => ret(unsafe { libc::shutdown(fd, a[2] as i32) } as i64),
             fdop::BIND | fdop::CONNECT => {
-                let (addr, _dir) = self.unix_in_root(self.sockaddr(a[2])?)?;
+                let guest = self.sockaddr(a[2])?;
+                let (addr, _dir) = self.unix_in_root(guest)?;
                 let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
                 if a[0] == fdop::BIND {
                     // SAFETY: `p` points at `addr.len` valid bytes.
-                    ret(unsafe { libc::bind(fd, p, addr.len) } as i64)
+                    let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
+                    if rc == 0 && _dir.is_some() {
+                        self.unix_names
+                            .insert(addr.bytes[..addr.len as usize].to_vec(), guest);
+                    }
+                    rc
                 } else {
                     self.connect(fd, p, addr.len, a[3] & io::BLOCK != 0)
                 }
@@ -96,6 +119,7 @@ impl HostCalls<'_> {
                     return Ok(ret(rc as i64));
                 }
                 addr.len = len;
+                let addr = self.guest_unix_name(addr);
                 self.ram.write(a[2], addr).map_err(|_| EFAULT)?;
                 0
             }
@@ -164,7 +188,14 @@ impl HostCalls<'_> {
                 &mut l,
             )
         };
-        if e == 0 { 0 } else { err(e) }
+        if e != 0 {
+            return err(e);
+        }
+        // Consume the completed connection, so that a later connect says
+        // EISCONN as it does after a blocking connect.
+        // SAFETY: as above for `p`.
+        unsafe { libc::connect(fd, p, len) };
+        0
     }
 
     fn accept(&mut self, fd: i32, addr_gpa: u64, block: bool) -> Result<i64, i64> {
@@ -179,6 +210,7 @@ impl HostCalls<'_> {
         let nfd = owned(nfd)?;
         if addr_gpa != 0 {
             addr.len = len;
+            let addr = self.guest_unix_name(addr);
             self.ram.write(addr_gpa, addr).map_err(|_| EFAULT)?;
         }
         Ok(self.fds.adopt(nfd))
@@ -226,6 +258,7 @@ impl HostCalls<'_> {
         if n >= 0 && !write {
             if let Some(mut a) = addr {
                 a.len = hdr.msg_namelen;
+                a = self.guest_unix_name(a);
                 a.pad = hdr.msg_flags as u32;
                 if self.ram.write(addr_gpa, a).is_err() {
                     return EFAULT;

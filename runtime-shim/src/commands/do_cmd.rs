@@ -81,12 +81,19 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     config.log_level = if debug { 4 } else { 0 };
     config.stats = stats;
     let [rootfs, cwd, control_socket, state_dir] = paths;
+    // Without --rootfs the sandbox sees the host's files from where qrun
+    // runs, as `runsc do` does; inside a rootfs the default cwd is its root.
+    let default_cwd = match &rootfs {
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|d| d.to_str().map(String::from))
+            .unwrap_or_else(|| "/".into()),
+        Some(_) => "/".into(),
+    };
     if let Some(r) = rootfs {
         config.rootfs = r.into();
     }
-    if let Some(c) = cwd {
-        config.cwd = c;
-    }
+    config.cwd = cwd.unwrap_or(default_cwd);
     config.control_socket = control_socket.map(Into::into);
     config.state_dir = state_dir.map(Into::into);
     Ok(config)
