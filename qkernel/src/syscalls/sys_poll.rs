@@ -149,8 +149,8 @@ fn select_core(p: &mut Process, nfds: u64, sets: [u64; 3], timeout_ns: Option<u6
     let mut bits = [[0u64; 16]; 3];
     for (k, &va) in sets.iter().enumerate() {
         if va != 0 {
-            for w in 0..words {
-                bits[k][w] = uaccess::read(&mut p.mm, va + w as u64 * 8)?;
+            for (w, word) in bits[k].iter_mut().enumerate().take(words) {
+                *word = uaccess::read(&mut p.mm, va + w as u64 * 8)?;
             }
         }
     }
@@ -186,8 +186,8 @@ fn select_core(p: &mut Process, nfds: u64, sets: [u64; 3], timeout_ns: Option<u6
     }
     for (k, &va) in sets.iter().enumerate() {
         if va != 0 {
-            for w in 0..words {
-                uaccess::write(&mut p.mm, va + w as u64 * 8, &out[k][w])?;
+            for (w, word) in out[k].iter().enumerate().take(words) {
+                uaccess::write(&mut p.mm, va + w as u64 * 8, word)?;
             }
         }
     }

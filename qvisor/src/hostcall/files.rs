@@ -290,15 +290,19 @@ impl HostCalls<'_> {
             Ok(fd) => fd,
             Err(e) => return e,
         };
-        // SAFETY (for the plain calls below): `fd` is a valid fd of ours and
-        // the other arguments are integers.
         match a[0] {
             fdop::STATX => self.statx_into(fd, a[2]),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::LSEEK => ret(unsafe { libc::lseek(fd, a[2] as i64, a[3] as i32) }),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FTRUNCATE => ret(unsafe { libc::ftruncate(fd, a[2] as i64) } as i64),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FSYNC => ret(unsafe { libc::fsync(fd) } as i64),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FDATASYNC => ret(unsafe { libc::fdatasync(fd) } as i64),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FCHMOD => ret(unsafe { libc::fchmod(fd, a[2] as u32) } as i64),
+            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FCHOWN => ret(unsafe { libc::fchown(fd, a[2] as u32, a[3] as u32) } as i64),
             fdop::GETDENTS => self.getdents(fd, a[2], a[3]),
             fdop::SENDFILE => self.sendfile(fd, a[2], a[3], a[4], a[5]),

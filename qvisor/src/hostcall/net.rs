@@ -255,8 +255,11 @@ impl HostCalls<'_> {
                 }
             } as i64)
         });
-        if n >= 0 && !write {
-            if let Some(mut a) = addr {
+        if n >= 0
+            && !write
+            && let Some(mut a) = addr
+        {
+            {
                 a.len = hdr.msg_namelen;
                 a = self.guest_unix_name(a);
                 a.pad = hdr.msg_flags as u32;
