@@ -30,7 +30,7 @@ pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
                 println!(
                     "{:<24} {:<8} {:<10} {:<40} {}",
                     c.id(),
-                    s["pid"],
+                    s["pid"].to_string(),
                     s["status"].as_str().unwrap_or(""),
                     c.state.bundle.display(),
                     c.state.created

@@ -8,6 +8,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod bundle;
+
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::io::Read;
