@@ -52,8 +52,8 @@ if [ ! -x "$WORK/bin/runtimetest" ] || [ "$(cat "$WORK/bin/.version" 2>/dev/null
     chmod -R u+w "$BUILD"
     mkdir -p "$WORK/bin"
     (cd "$BUILD" &&
-        CGO_ENABLED=0 go build -mod=vendor -tags "netgo osusergo" -o "$WORK/bin/runtimetest" ./cmd/runtimetest &&
-        go build -mod=vendor -o "$WORK/bin/" ./validation/...) ||
+        CGO_ENABLED=0 go build -mod=mod -tags "netgo osusergo" -o "$WORK/bin/runtimetest" ./cmd/runtimetest &&
+        go build -mod=mod -o "$WORK/bin/" ./validation/...) ||
         die "building the suite failed"
     echo "$VERSION" >"$WORK/bin/.version"
 fi

@@ -46,6 +46,9 @@ const ALLOWED: &[i64] = &[
     libc::SYS_rt_sigaction,
     libc::SYS_rt_sigprocmask,
     libc::SYS_rt_sigreturn,
+    // How the kernel resumes an interrupted poll or sleep with a timeout
+    // (after a stop, a ptrace attach or a thawed freezer).
+    libc::SYS_restart_syscall,
     libc::SYS_rt_sigtimedwait,
     libc::SYS_sigaltstack,
     libc::SYS_signalfd4,
