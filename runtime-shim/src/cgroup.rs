@@ -103,7 +103,11 @@ impl Cgroups {
         }
     }
 
-    fn create_inner(rel: &str, res: &Resources, made: &mut Vec<PathBuf>) -> Result<Self, CgroupError> {
+    fn create_inner(
+        rel: &str,
+        res: &Resources,
+        made: &mut Vec<PathBuf>,
+    ) -> Result<Self, CgroupError> {
         if unified() {
             let base = Path::new(ROOT).join(own_path("")?);
             let leaf = mkdirs(&base, rel, made, true)?;
@@ -168,8 +172,9 @@ impl Cgroups {
 
     pub fn frozen(&self) -> bool {
         match self.freezer() {
-            Some((d, true)) => std::fs::read_to_string(d.join("freezer.state"))
-                .is_ok_and(|s| s.trim() != "THAWED"),
+            Some((d, true)) => {
+                std::fs::read_to_string(d.join("freezer.state")).is_ok_and(|s| s.trim() != "THAWED")
+            }
             Some((d, false)) => {
                 std::fs::read_to_string(d.join("cgroup.freeze")).is_ok_and(|s| s.trim() == "1")
             }
@@ -219,7 +224,12 @@ impl Cgroups {
     }
 }
 
-fn mkdirs(base: &Path, rel: &str, made: &mut Vec<PathBuf>, v2: bool) -> Result<PathBuf, CgroupError> {
+fn mkdirs(
+    base: &Path,
+    rel: &str,
+    made: &mut Vec<PathBuf>,
+    v2: bool,
+) -> Result<PathBuf, CgroupError> {
     let mut dir = base.to_owned();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
         if v2 {
@@ -290,8 +300,16 @@ mod tests {
     #[test]
     fn relative_paths() {
         assert_eq!(relative_path(None, "c").ok().as_deref(), Some("qrun/c"));
-        assert_eq!(relative_path(Some("/default/c"), "c").ok().as_deref(), Some("default/c"));
-        assert_eq!(relative_path(Some("system.slice:qrun:c"), "c").ok().as_deref(), Some("qrun/c"));
+        assert_eq!(
+            relative_path(Some("/default/c"), "c").ok().as_deref(),
+            Some("default/c")
+        );
+        assert_eq!(
+            relative_path(Some("system.slice:qrun:c"), "c")
+                .ok()
+                .as_deref(),
+            Some("qrun/c")
+        );
         assert!(relative_path(Some("/a/../b"), "c").is_err());
     }
 }

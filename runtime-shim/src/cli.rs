@@ -114,10 +114,7 @@ pub fn one_positional<'a>(p: &'a Parsed, what: &str) -> Result<&'a str, String> 
 mod tests {
     use super::*;
 
-    const FLAGS: &[Flag] = &[
-        Flag::value("bundle", &["b"]),
-        Flag::switch("force", &["f"]),
-    ];
+    const FLAGS: &[Flag] = &[Flag::value("bundle", &["b"]), Flag::switch("force", &["f"])];
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

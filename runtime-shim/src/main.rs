@@ -18,7 +18,8 @@ use std::process::ExitCode;
 use commands::{CliError, Globals};
 use oci_log::Log;
 
-const USAGE: &str = "usage: qrun [--root DIR] [--log FILE] [--log-format text|json] [--debug] <command> [args]
+const USAGE: &str =
+    "usage: qrun [--root DIR] [--log FILE] [--log-format text|json] [--debug] <command> [args]
 
 OCI commands (as runc):
   create <id> [--bundle DIR] [--pid-file F] [--console-socket S]
@@ -84,7 +85,11 @@ fn globals(args: &mut Vec<String>) -> Result<Option<Globals>, String> {
             }
             "h" | "help" => return Ok(None),
             "v" | "version" => {
-                println!("qrun version {}\nspec: {}", env!("CARGO_PKG_VERSION"), container::OCI_VERSION);
+                println!(
+                    "qrun version {}\nspec: {}",
+                    env!("CARGO_PKG_VERSION"),
+                    container::OCI_VERSION
+                );
                 std::process::exit(0);
             }
             _ => return Err(format!("unknown global flag '{first}'")),
@@ -111,7 +116,9 @@ fn dispatch(g: &Globals, command: &str, args: &[String]) -> Result<i32, CliError
         "sandbox-init" => sandbox_init::run(g, args),
         "do" => Ok(do_cmd::run(args, g.debug)),
         "ctl" => Ok(ctl::run(args)),
-        other => Err(CliError::Usage(format!("unknown command '{other}'\n{USAGE}"))),
+        other => Err(CliError::Usage(format!(
+            "unknown command '{other}'\n{USAGE}"
+        ))),
     }
 }
 
@@ -154,7 +161,11 @@ fn main() -> ExitCode {
             let msg = chain(&e);
             eprintln!("qrun {command}: {msg}");
             g.log.write("error", &format!("{command}: {msg}"));
-            ExitCode::from(if matches!(e, CliError::Usage(_)) { 2 } else { 1 })
+            ExitCode::from(if matches!(e, CliError::Usage(_)) {
+                2
+            } else {
+                1
+            })
         }
     }
 }

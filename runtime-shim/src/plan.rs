@@ -71,7 +71,10 @@ pub struct MountPlan {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum MountKind {
     /// A bind mount of a host path (recursive when `rbind`).
-    Bind { source: PathBuf, recursive: bool },
+    Bind {
+        source: PathBuf,
+        recursive: bool,
+    },
     Tmpfs,
 }
 

@@ -24,8 +24,13 @@ fn require_containerd() -> bool {
         return true;
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(!ci, "containerd/ctr are not installed and CI=true (scripts/deps.sh installs them)");
-    eprintln!("\n**** SKIPPED: containerd/ctr not installed (scripts/deps.sh installs them); this test did NOT run ****\n");
+    assert!(
+        !ci,
+        "containerd/ctr are not installed and CI=true (scripts/deps.sh installs them)"
+    );
+    eprintln!(
+        "\n**** SKIPPED: containerd/ctr not installed (scripts/deps.sh installs them); this test did NOT run ****\n"
+    );
     false
 }
 
@@ -59,9 +64,17 @@ impl Daemon {
             .expect("starting containerd");
         let socket = d.join("c.sock");
         let deadline = Instant::now() + Duration::from_secs(20);
-        let mut me = Self { child, socket, dir };
-        while me.ctr(&["version"]).map(|o| !o.status.success()).unwrap_or(true) {
-            assert!(Instant::now() < deadline, "containerd did not come up: {}", me.log());
+        let me = Self { child, socket, dir };
+        while me
+            .ctr(&["version"])
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "containerd did not come up: {}",
+                me.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         me
@@ -129,39 +142,60 @@ fn ctr_runs_qrun_and_sigstop_reaches_hibernation() {
     let root = rootfs(&d.dir.0);
     let (q, r) = (qrun(), root.to_string_lossy().into_owned());
     let q = q.to_string_lossy().into_owned();
+    // The shim keeps runc state under /run/containerd/runc/<namespace>,
+    // shared by every containerd: ids unique to this run.
+    let hello = format!("qhello-{}", std::process::id());
+    let sleep = format!("qsleep-{}", std::process::id());
+    let (hello, sleep) = (hello.as_str(), sleep.as_str());
 
     // End to end: containerd -> shim -> qrun create/start -> sandbox.
-    let out = d.ok(&["run", "--runc-binary", &q, "--rootfs", &r, "qhello", "/hello"]);
+    let out = d.ok(&["run", "--runc-binary", &q, "--rootfs", &r, hello, "/hello"]);
     assert_eq!(out, "hello from a static binary\n");
-    d.ok(&["container", "rm", "qhello"]);
+    d.ok(&["container", "rm", hello]);
 
-    d.ok(&["run", "-d", "--runc-binary", &q, "--rootfs", &r, "qsleep", "/bin/busybox", "sleep", "60"]);
-    assert_eq!(d.task_status("qsleep"), "RUNNING");
+    d.ok(&[
+        "run",
+        "-d",
+        "--runc-binary",
+        &q,
+        "--rootfs",
+        &r,
+        sleep,
+        "/bin/busybox",
+        "sleep",
+        "60",
+    ]);
+    assert_eq!(d.task_status(sleep), "RUNNING");
 
     // SIGSTOP becomes a hibernate request on the sandbox's control socket.
     // Until the VMM implements hibernation it is refused, and the refusal
     // must reach ctr as an error (never a faked success); once it is
     // implemented the same command succeeds.
-    let o = d.ctr(&["task", "kill", "--signal", "SIGSTOP", "qsleep"]).expect("ctr");
+    let o = d
+        .ctr(&["task", "kill", "--signal", "SIGSTOP", sleep])
+        .expect("ctr");
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.success() {
         eprintln!("SIGSTOP accepted: hibernation is implemented");
-        d.ok(&["task", "kill", "--signal", "SIGCONT", "qsleep"]);
+        d.ok(&["task", "kill", "--signal", "SIGCONT", sleep]);
     } else {
-        assert!(err.contains("hibernation is not available"), "SIGSTOP: {err}");
+        assert!(
+            err.contains("hibernation is not available"),
+            "SIGSTOP: {err}"
+        );
     }
-    assert_eq!(d.task_status("qsleep"), "RUNNING");
+    assert_eq!(d.task_status(sleep), "RUNNING");
 
-    d.ok(&["task", "pause", "qsleep"]);
-    assert_eq!(d.task_status("qsleep"), "PAUSED");
-    d.ok(&["task", "resume", "qsleep"]);
+    d.ok(&["task", "pause", sleep]);
+    assert_eq!(d.task_status(sleep), "PAUSED");
+    d.ok(&["task", "resume", sleep]);
 
-    d.ok(&["task", "kill", "--signal", "SIGKILL", "qsleep"]);
+    d.ok(&["task", "kill", "--signal", "SIGKILL", sleep]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while d.task_status("qsleep") != "STOPPED" {
-        assert!(Instant::now() < deadline, "qsleep did not stop");
+    while d.task_status(sleep) != "STOPPED" {
+        assert!(Instant::now() < deadline, "{sleep} did not stop");
         std::thread::sleep(Duration::from_millis(50));
     }
-    d.ok(&["task", "delete", "qsleep"]);
-    d.ok(&["container", "rm", "qsleep"]);
+    d.ok(&["task", "delete", sleep]);
+    d.ok(&["container", "rm", sleep]);
 }

@@ -7,8 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::bundle::{
-    TempDir, bundle, hello_bundle, qrun_at, qrun_detached, sleep_bundle, state, status,
-    wait_status,
+    TempDir, bundle, hello_bundle, qrun_at, qrun_detached, sleep_bundle, state, status, wait_status,
 };
 use common::require_kvm;
 use serde_json::Value;
@@ -24,14 +23,25 @@ fn refused(root: &Path, id: &str, args: &[&str], needle: &str) {
     let out = qrun_at(root, args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status, 0, "qrun {args:?} should fail: {out:?}");
-    assert!(err.contains(needle), "qrun {args:?}: expected {needle:?} in {err:?}");
-    assert_eq!(snapshot(root, id), before, "qrun {args:?} changed the state");
+    assert!(
+        err.contains(needle),
+        "qrun {args:?}: expected {needle:?} in {err:?}"
+    );
+    assert_eq!(
+        snapshot(root, id),
+        before,
+        "qrun {args:?} changed the state"
+    );
 }
 
 /// Creates and starts `id` from `b`.
 fn started(root: &Path, b: &Path, id: &str) {
     let log = b.join("create.log");
-    let out = qrun_detached(root, &["create", "--bundle", &b.to_string_lossy(), id], &log);
+    let out = qrun_detached(
+        root,
+        &["create", "--bundle", &b.to_string_lossy(), id],
+        &log,
+    );
     assert_eq!(out.status, 0, "create: {out:?}");
     let out = qrun_at(root, &["start", id]);
     assert_eq!(out.status, 0, "start: {out:?}");
@@ -46,8 +56,14 @@ fn run_prints_and_cleans_up() {
     hello_bundle(&b.0);
     let out = qrun_at(&root.0, &["run", "--bundle", &b.0.to_string_lossy(), "h1"]);
     assert_eq!(out.status, 0, "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from a static binary\n");
-    assert!(state(&root.0, "h1").is_none(), "run leaves no container behind");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello from a static binary\n"
+    );
+    assert!(
+        state(&root.0, "h1").is_none(),
+        "run leaves no container behind"
+    );
 }
 
 #[test]
@@ -63,7 +79,14 @@ fn create_start_state_kill_delete() {
     let pid_arg = pid_file.to_string_lossy().into_owned();
     let out = qrun_detached(
         &root.0,
-        &["create", "--bundle", &bundle_arg, "--pid-file", &pid_arg, "c1"],
+        &[
+            "create",
+            "--bundle",
+            &bundle_arg,
+            "--pid-file",
+            &pid_arg,
+            "c1",
+        ],
         &log,
     );
     assert_eq!(out.status, 0, "create: {out:?}");
@@ -75,7 +98,12 @@ fn create_start_state_kill_delete() {
     let pid = std::fs::read_to_string(&pid_file).expect("pid file");
     assert_eq!(s["pid"].to_string(), pid.trim());
 
-    refused(&root.0, "c1", &["create", "--bundle", &bundle_arg, "c1"], "already in use");
+    refused(
+        &root.0,
+        "c1",
+        &["create", "--bundle", &bundle_arg, "c1"],
+        "already in use",
+    );
     refused(&root.0, "c1", &["kill", "c1", "SIGSTOP"], "it is created");
 
     let out = qrun_at(&root.0, &["start", "c1"]);
@@ -101,7 +129,10 @@ fn create_start_state_kill_delete() {
     let out = qrun_at(&root.0, &["delete", "c1"]);
     assert_eq!(out.status, 0, "delete: {out:?}");
     assert!(state(&root.0, "c1").is_none());
-    assert!(!root.0.join("c1").exists(), "delete removes the state directory");
+    assert!(
+        !root.0.join("c1").exists(),
+        "delete removes the state directory"
+    );
 }
 
 /// SIGSTOP asks the sandbox to hibernate. Until the VMM implements it the
@@ -163,22 +194,50 @@ fn bad_bundles_are_refused_and_leave_nothing() {
     let good = std::fs::read(&config).expect("config");
     let bundle_arg = b.0.to_string_lossy().into_owned();
     let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
-        ("key must be a string", Box::new(|| std::fs::write(&config, b"{ not json").expect("w"))),
-        ("process is missing", Box::new(|| edit(&config, &good, |c| {
-            c.as_object_mut().expect("object").remove("process");
-        }))),
-        ("process.args is missing", Box::new(|| edit(&config, &good, |c| {
-            c["process"]["args"] = Value::Array(vec![]);
-        }))),
-        ("rootfs", Box::new(|| edit(&config, &good, |c| {
-            c["root"]["path"] = "no-such-rootfs".into();
-        }))),
-        ("no such executable", Box::new(|| edit(&config, &good, |c| {
-            c["process"]["args"] = vec![Value::from("/missing")].into();
-        }))),
-        ("not supported", Box::new(|| edit(&config, &good, |c| {
-            c["linux"]["namespaces"] = serde_json::json!([{"type": "user"}]);
-        }))),
+        (
+            "key must be a string",
+            Box::new(|| std::fs::write(&config, b"{ not json").expect("w")),
+        ),
+        (
+            "process is missing",
+            Box::new(|| {
+                edit(&config, &good, |c| {
+                    c.as_object_mut().expect("object").remove("process");
+                })
+            }),
+        ),
+        (
+            "process.args is missing",
+            Box::new(|| {
+                edit(&config, &good, |c| {
+                    c["process"]["args"] = Value::Array(vec![]);
+                })
+            }),
+        ),
+        (
+            "rootfs",
+            Box::new(|| {
+                edit(&config, &good, |c| {
+                    c["root"]["path"] = "no-such-rootfs".into();
+                })
+            }),
+        ),
+        (
+            "no such executable",
+            Box::new(|| {
+                edit(&config, &good, |c| {
+                    c["process"]["args"] = vec![Value::from("/missing")].into();
+                })
+            }),
+        ),
+        (
+            "not supported",
+            Box::new(|| {
+                edit(&config, &good, |c| {
+                    c["linux"]["namespaces"] = serde_json::json!([{"type": "user"}]);
+                })
+            }),
+        ),
     ];
     for (needle, break_it) in cases {
         break_it();
@@ -186,7 +245,10 @@ fn bad_bundles_are_refused_and_leave_nothing() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status, 0, "{needle}: create should fail");
         assert!(err.contains(needle), "expected {needle:?} in {err:?}");
-        assert!(!root.0.join("bad").exists(), "{needle}: a failed create left state behind");
+        assert!(
+            !root.0.join("bad").exists(),
+            "{needle}: a failed create left state behind"
+        );
     }
     std::fs::remove_file(&config).expect("rm");
     let out = qrun_at(&root.0, &["create", "--bundle", &bundle_arg, "bad"]);
@@ -216,12 +278,19 @@ fn bad_commands_and_ids() {
         let out = qrun_at(&root.0, args);
         assert_ne!(out.status, 0, "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err:?}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err:?}"
+        );
     }
     let out = qrun_at(&root.0, &["features"]);
     assert_eq!(out.status, 0);
     let f: Value = serde_json::from_slice(&out.stdout).expect("features JSON");
-    assert!(f["linux"]["namespaces"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(
+        f["linux"]["namespaces"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    );
     let out = qrun_at(&root.0, &["list", "--format", "json"]);
     assert_eq!(out.status, 0);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
@@ -237,9 +306,14 @@ fn hostname_goes_to_the_uts_namespace() {
     }
     let (b, root) = (TempDir::new("b"), TempDir::new("root"));
     let busybox = Path::new("/bin/busybox");
-    bundle(&b.0, &[("/bin/busybox", busybox)], &["busybox", "sleep", "30"], |c| {
-        c["hostname"] = "box1".into();
-    });
+    bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &["busybox", "sleep", "30"],
+        |c| {
+            c["hostname"] = "box1".into();
+        },
+    );
     started(&root.0, &b.0, "n");
     let pid = state(&root.0, "n").expect("state")["pid"].to_string();
     let out = std::process::Command::new("nsenter")
@@ -259,15 +333,22 @@ fn resources_become_cgroup_limits() {
     }
     let (b, root) = (TempDir::new("b"), TempDir::new("root"));
     let busybox = Path::new("/bin/busybox");
-    bundle(&b.0, &[("/bin/busybox", busybox)], &["busybox", "sleep", "30"], |c| {
-        c["linux"]["resources"] = serde_json::json!({
-            "memory": {"limit": 96 << 20},
-            "pids": {"limit": 50},
-            "cpu": {"quota": 50000, "period": 100000}
-        });
-    });
+    bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &["busybox", "sleep", "30"],
+        |c| {
+            c["linux"]["resources"] = serde_json::json!({
+                "memory": {"limit": 96 << 20},
+                "pids": {"limit": 50},
+                "cpu": {"quota": 50000, "period": 100000}
+            });
+        },
+    );
     started(&root.0, &b.0, "r");
-    let pid = state(&root.0, "r").expect("state")["pid"].as_i64().expect("pid");
+    let pid = state(&root.0, "r").expect("state")["pid"]
+        .as_i64()
+        .expect("pid");
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup");
     let path_of = |ctrl: &str| {
         cgroups.lines().find_map(|l| {
@@ -280,15 +361,27 @@ fn resources_become_cgroup_limits() {
     if let Some(mem) = path_of("memory") {
         let limit = read(format!("/sys/fs/cgroup/memory{mem}/memory.limit_in_bytes"));
         assert_eq!(limit.ok(), Some(((96u64 + 64) << 20).to_string()));
-        let pids = read(format!("/sys/fs/cgroup/pids{}/pids.max", path_of("pids").expect("pids")));
+        let pids = read(format!(
+            "/sys/fs/cgroup/pids{}/pids.max",
+            path_of("pids").expect("pids")
+        ));
         assert_eq!(pids.ok().as_deref(), Some("50"));
-        let quota = read(format!("/sys/fs/cgroup/cpu{}/cpu.cfs_quota_us", path_of("cpu").expect("cpu")));
+        let quota = read(format!(
+            "/sys/fs/cgroup/cpu{}/cpu.cfs_quota_us",
+            path_of("cpu").expect("cpu")
+        ));
         assert_eq!(quota.ok().as_deref(), Some("50000"));
     } else {
         let dir = format!("/sys/fs/cgroup{}", path_of("").expect("v2 cgroup"));
-        assert_eq!(read(format!("{dir}/memory.max")).ok(), Some(((96u64 + 64) << 20).to_string()));
+        assert_eq!(
+            read(format!("{dir}/memory.max")).ok(),
+            Some(((96u64 + 64) << 20).to_string())
+        );
         assert_eq!(read(format!("{dir}/pids.max")).ok().as_deref(), Some("50"));
     }
     assert_eq!(qrun_at(&root.0, &["delete", "--force", "r"]).status, 0);
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || status(&root.0, "r") == "<no state>");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || status(&root.0, "r") == "<no state>"
+    );
 }

@@ -93,7 +93,10 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
     if !rootfs.is_dir() {
         return Err(BundleError::RootfsNotDir(rootfs));
     }
-    let process = spec.process().as_ref().ok_or(BundleError::Missing("process"))?;
+    let process = spec
+        .process()
+        .as_ref()
+        .ok_or(BundleError::Missing("process"))?;
     let argv = process
         .args()
         .clone()
@@ -102,14 +105,18 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
     let env = process.env().clone().unwrap_or_default();
     let cwd = process.cwd().to_string_lossy().into_owned();
     if !cwd.starts_with('/') {
-        return Err(BundleError::Invalid(format!("process.cwd {cwd:?} is not absolute")));
+        return Err(BundleError::Invalid(format!(
+            "process.cwd {cwd:?} is not absolute"
+        )));
     }
     let program = resolve::program(&rootfs, &argv[0], &env, &cwd)
         .ok_or_else(|| BundleError::Program(argv[0].clone()))?;
     let user = process.user();
     let linux = spec.linux().as_ref();
     let resources = linux.and_then(|l| l.resources().as_ref());
-    let memory_limit = resources.and_then(|r| r.memory().as_ref()).and_then(|m| m.limit());
+    let memory_limit = resources
+        .and_then(|r| r.memory().as_ref())
+        .and_then(|m| m.limit());
     Ok(Plan {
         id: id.to_owned(),
         bundle: bundle.to_owned(),
@@ -177,7 +184,9 @@ fn namespaces(spec: &Spec) -> Result<Vec<Namespace>, BundleError> {
             }
         };
         if out.iter().any(|n| n.kind == kind) {
-            return Err(BundleError::Invalid(format!("namespace {kind:?} listed twice")));
+            return Err(BundleError::Invalid(format!(
+                "namespace {kind:?} listed twice"
+            )));
         }
         out.push(Namespace {
             kind,
@@ -221,7 +230,9 @@ fn mounts(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
         let data: Vec<&str> = options
             .iter()
             .map(String::as_str)
-            .filter(|o| o.starts_with("size=") || o.starts_with("mode=") || o.starts_with("nr_inodes="))
+            .filter(|o| {
+                o.starts_with("size=") || o.starts_with("mode=") || o.starts_with("nr_inodes=")
+            })
             .collect();
         out.push(MountPlan {
             destination,
@@ -261,11 +272,19 @@ fn vmm_capabilities(spec: &Spec) -> Vec<String> {
         .as_ref()
         .and_then(|p| p.capabilities().as_ref())
         .and_then(|c| c.effective().as_ref())
-        .map(|set| set.iter().map(|c| format!("CAP_{c}").to_ascii_uppercase()).collect())
+        .map(|set| {
+            set.iter()
+                .map(|c| format!("CAP_{c}").to_ascii_uppercase())
+                .collect()
+        })
         .unwrap_or_default();
     VMM_CAPS
         .iter()
-        .filter(|c| granted.iter().any(|g| g == *c || g.trim_start_matches("CAP_") == **c))
+        .filter(|c| {
+            granted
+                .iter()
+                .any(|g| g == *c || g.trim_start_matches("CAP_") == **c)
+        })
         .map(|c| (*c).to_owned())
         .collect()
 }
@@ -278,7 +297,10 @@ mod tests {
     fn memory_limits_size_guest_ram() {
         assert_eq!(guest_memory(None).ok(), Some(qvisor::DEFAULT_MEMORY));
         assert_eq!(guest_memory(Some(128 << 20)).ok(), Some(128 << 20));
-        assert_eq!(guest_memory(Some(64 << 30)).ok(), Some(qlib::layout::MAX_MEM));
+        assert_eq!(
+            guest_memory(Some(64 << 30)).ok(),
+            Some(qlib::layout::MAX_MEM)
+        );
         assert!(guest_memory(Some(1 << 20)).is_err());
     }
 }

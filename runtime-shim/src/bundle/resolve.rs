@@ -100,11 +100,21 @@ mod tests {
         std::fs::create_dir_all(root.join("bin")).expect("mkdir");
         std::fs::write(root.join("bin/busybox"), b"x").expect("write");
         std::os::unix::fs::symlink("/bin/busybox", root.join("bin/sh")).expect("symlink");
-        std::os::unix::fs::symlink("../../../../bin/busybox", root.join("bin/up")).expect("symlink");
+        std::os::unix::fs::symlink("../../../../bin/busybox", root.join("bin/up"))
+            .expect("symlink");
         let env = vec!["PATH=/usr/bin:/bin".to_string()];
-        assert_eq!(program(&root, "sh", &env, "/").as_deref(), Some("/bin/busybox"));
-        assert_eq!(program(&root, "/bin/up", &[], "/").as_deref(), Some("/bin/busybox"));
-        assert_eq!(program(&root, "bin/sh", &[], "/").as_deref(), Some("/bin/busybox"));
+        assert_eq!(
+            program(&root, "sh", &env, "/").as_deref(),
+            Some("/bin/busybox")
+        );
+        assert_eq!(
+            program(&root, "/bin/up", &[], "/").as_deref(),
+            Some("/bin/busybox")
+        );
+        assert_eq!(
+            program(&root, "bin/sh", &[], "/").as_deref(),
+            Some("/bin/busybox")
+        );
         assert_eq!(program(&root, "nope", &env, "/"), None);
         assert_eq!(program(&root, "/bin", &env, "/"), None);
         let _ = std::fs::remove_dir_all(&root);

@@ -16,7 +16,11 @@ pub const FLAGS: &[Flag] = &[
 ];
 
 /// The create options from parsed flags (shared with `run`).
-pub fn options<'a>(g: &'a Globals, p: &'a cli::Parsed, id: &'a str) -> Result<CreateOptions<'a>, CliError> {
+pub fn options<'a>(
+    g: &'a Globals,
+    p: &'a cli::Parsed,
+    id: &'a str,
+) -> Result<CreateOptions<'a>, CliError> {
     if p.value("preserve-fds").is_some_and(|n| n != "0") {
         return Err(CliError::Usage("--preserve-fds is not supported".into()));
     }

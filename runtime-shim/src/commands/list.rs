@@ -24,7 +24,10 @@ pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
             println!("{}", serde_json::Value::from(v));
         }
         "table" => {
-            println!("{:<24} {:<8} {:<10} {:<40} CREATED", "ID", "PID", "STATUS", "BUNDLE");
+            println!(
+                "{:<24} {:<8} {:<10} {:<40} CREATED",
+                "ID", "PID", "STATUS", "BUNDLE"
+            );
             for c in &all {
                 let s = c.oci_state();
                 println!(

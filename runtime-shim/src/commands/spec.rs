@@ -13,14 +13,19 @@ const FLAGS: &[Flag] = &[Flag::value("bundle", &["b"]), Flag::switch("rootless",
 pub fn run(args: &[String]) -> Result<i32, CliError> {
     let p = cli::parse(args, FLAGS)?;
     if p.has("rootless") {
-        return Err(CliError::Usage("rootless containers are not supported".into()));
+        return Err(CliError::Usage(
+            "rootless containers are not supported".into(),
+        ));
     }
     if !p.positionals.is_empty() {
         return Err(CliError::Usage("spec takes no arguments".into()));
     }
     let path = Path::new(p.value("bundle").unwrap_or(".")).join("config.json");
     if path.exists() {
-        return Err(CliError::Other(format!("{} already exists", path.display())));
+        return Err(CliError::Other(format!(
+            "{} already exists",
+            path.display()
+        )));
     }
     let mut spec = Spec::default();
     spec.set_hostname(Some("qrun".into()));

@@ -133,7 +133,11 @@ fn create_in(
         "ok" => {}
         msg => {
             let msg = msg.strip_prefix("error: ").unwrap_or(msg);
-            let msg = if msg.is_empty() { "the sandbox process died during setup" } else { msg };
+            let msg = if msg.is_empty() {
+                "the sandbox process died during setup"
+            } else {
+                msg
+            };
             return Err(ContainerError::Sandbox(format!("sandbox setup: {msg}")));
         }
     }
@@ -170,8 +174,9 @@ fn create_in(
 fn console(socket: &Path) -> Result<OwnedFd, ContainerError> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let pty = nix::pty::openpty(None, None).map_err(ContainerError::sys("openpty"))?;
-    let stream = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(ContainerError::io(format!("console socket {}", socket.display())))?;
+    let stream = std::os::unix::net::UnixStream::connect(socket).map_err(ContainerError::io(
+        format!("console socket {}", socket.display()),
+    ))?;
     let name = b"/dev/ptmx";
     let iov = [std::io::IoSlice::new(name)];
     let fds = [pty.master.as_raw_fd()];
@@ -182,6 +187,8 @@ fn console(socket: &Path) -> Result<OwnedFd, ContainerError> {
         MsgFlags::empty(),
         None,
     )
-    .map_err(ContainerError::sys("sending the terminal to the console socket"))?;
+    .map_err(ContainerError::sys(
+        "sending the terminal to the console socket",
+    ))?;
     Ok(pty.slave)
 }

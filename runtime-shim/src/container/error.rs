@@ -11,7 +11,9 @@ use crate::cgroup::CgroupError;
 
 #[derive(Debug, Error)]
 pub enum ContainerError {
-    #[error("invalid container id {0:?}: use 1-1024 characters of [A-Za-z0-9_.+-], not starting with '.'")]
+    #[error(
+        "invalid container id {0:?}: use 1-1024 characters of [A-Za-z0-9_.+-], not starting with '.'"
+    )]
     InvalidId(String),
     #[error("container {0} does not exist")]
     NotFound(String),

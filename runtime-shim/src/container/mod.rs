@@ -119,26 +119,57 @@ impl Container {
     /// The hibernation state from the control socket, if it answers.
     pub fn hibernation(&self) -> Option<String> {
         let req = qvisor::ctl::Request::Status;
-        qvisor::ctl::request(&self.ctl_socket(), req, Duration::from_secs(2))
-            .ok()
-            .map(|s| s.state)
+        self.ctl(req, Duration::from_secs(2)).ok().map(|s| s.state)
+    }
+
+    /// One control request. Right after `start` the VMM may still be
+    /// booting and not yet listening: while the sandbox process lives, a
+    /// missing or refusing socket is retried for up to two seconds.
+    pub fn ctl(
+        &self,
+        req: qvisor::ctl::Request,
+        timeout: Duration,
+    ) -> Result<qvisor::ctl::Status, ContainerError> {
+        use std::io::ErrorKind::{ConnectionRefused, NotFound};
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match qvisor::ctl::request(&self.ctl_socket(), req, timeout) {
+                Err(qvisor::ctl::CtlError::Io { source, .. })
+                    if matches!(source.kind(), NotFound | ConnectionRefused)
+                        && std::time::Instant::now() < deadline
+                        && self.alive() =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                r => {
+                    return r.map_err(|source| ContainerError::Control {
+                        id: self.id().to_owned(),
+                        source,
+                    });
+                }
+            }
+        }
     }
 
     /// The state JSON of the OCI runtime spec (plus runc's extra fields).
     pub fn oci_state(&self) -> Value {
         let status = self.status();
         let mut annotations = self.state.annotations.clone();
-        if status == Status::Running {
-            if let Some(h) = self.hibernation() {
-                annotations.insert(HIBERNATION_ANNOTATION.into(), h);
-            }
+        if status == Status::Running
+            && let Some(h) = self.hibernation()
+        {
+            annotations.insert(HIBERNATION_ANNOTATION.into(), h);
         }
-        if status == Status::Stopped {
-            if let Some(code) = self.exit_status() {
-                annotations.insert(EXIT_ANNOTATION.into(), code.to_string());
-            }
+        if status == Status::Stopped
+            && let Some(code) = self.exit_status()
+        {
+            annotations.insert(EXIT_ANNOTATION.into(), code.to_string());
         }
-        let pid = if status == Status::Stopped { 0 } else { self.state.pid };
+        let pid = if status == Status::Stopped {
+            0
+        } else {
+            self.state.pid
+        };
         json!({
             "ociVersion": OCI_VERSION,
             "id": self.state.id,

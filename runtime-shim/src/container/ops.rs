@@ -11,7 +11,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use qvisor::ctl::{Request, request};
+use qvisor::ctl::Request;
 
 use super::lifecycle::{Op, check};
 use super::signal::{SIGCONT, SIGKILL, SIGSTOP};
@@ -86,12 +86,7 @@ fn record_exit(c: &mut Container, status: i32) -> Result<(), ContainerError> {
 pub fn kill(c: &mut Container, sig: i32) -> Result<(), ContainerError> {
     let status = c.status();
     check(c.id(), Op::Kill, status)?;
-    let ctl = |c: &Container, req| {
-        request(&c.ctl_socket(), req, CTL_TIMEOUT).map_err(|source| ContainerError::Control {
-            id: c.id().to_owned(),
-            source,
-        })
-    };
+    let ctl = |c: &Container, req| c.ctl(req, CTL_TIMEOUT);
     match (sig, status) {
         (SIGSTOP, _) => {
             check(c.id(), Op::Hibernation, status)?;
@@ -128,7 +123,11 @@ pub fn kill(c: &mut Container, sig: i32) -> Result<(), ContainerError> {
 /// Removes the container; a running one only with `force` (it is killed).
 pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
     let status = c.status();
-    check(c.id(), if force { Op::ForceDelete } else { Op::Delete }, status)?;
+    check(
+        c.id(),
+        if force { Op::ForceDelete } else { Op::Delete },
+        status,
+    )?;
     if status != Status::Stopped {
         host_kill(c, SIGKILL)?;
         if status == Status::Paused {
@@ -147,10 +146,8 @@ pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
     } else {
         cgroup::remove_dirs(&c.state.cgroup_dirs);
     }
-    std::fs::remove_dir_all(&c.dir).map_err(ContainerError::io(format!(
-        "removing {}",
-        c.dir.display()
-    )))
+    std::fs::remove_dir_all(&c.dir)
+        .map_err(ContainerError::io(format!("removing {}", c.dir.display())))
 }
 
 pub fn pause(c: &Container) -> Result<(), ContainerError> {

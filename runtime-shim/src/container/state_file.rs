@@ -83,7 +83,8 @@ impl StateFile {
 /// Reads a small file whole, refusing one larger than `cap`.
 pub fn read_capped(path: &Path, cap: u64) -> Result<String, ContainerError> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(ContainerError::io(format!("reading {}", path.display())))?;
+    let file = std::fs::File::open(path)
+        .map_err(ContainerError::io(format!("reading {}", path.display())))?;
     let mut text = String::new();
     file.take(cap + 1)
         .read_to_string(&mut text)
@@ -100,7 +101,10 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<String, ContainerError> {
 /// Writes `bytes` to `path` atomically: a temporary file next to it, then
 /// `rename` over it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let what = || format!("writing {}", path.display());
     std::fs::write(&tmp, bytes).map_err(ContainerError::io(what()))?;

@@ -104,10 +104,10 @@ fn prepare(dir: &Path) -> Result<Plan, IsolationError> {
     if plan.new_namespace(NsKind::Network) {
         loopback::up()?;
     }
-    if let Some(h) = &plan.hostname {
-        if plan.has_namespace(NsKind::Uts) {
-            nix::unistd::sethostname(h).map_err(IsolationError::sys("sethostname"))?;
-        }
+    if let Some(h) = &plan.hostname
+        && plan.has_namespace(NsKind::Uts)
+    {
+        nix::unistd::sethostname(h).map_err(IsolationError::sys("sethostname"))?;
     }
     rootfs::pivot(&plan, dir)?;
     privileges::drop(&plan)?;

@@ -31,7 +31,11 @@ pub fn drop(plan: &Plan) -> Result<(), IsolationError> {
             let _ = caps::drop(None, CapSet::Bounding, cap);
         }
     }
-    let mut groups: Vec<Gid> = plan.additional_gids.iter().map(|g| Gid::from_raw(*g)).collect();
+    let mut groups: Vec<Gid> = plan
+        .additional_gids
+        .iter()
+        .map(|g| Gid::from_raw(*g))
+        .collect();
     if plan.uid != 0 {
         let kvm_gid = std::fs::metadata("/dev/kvm").map(|m| m.gid()).unwrap_or(0);
         groups.push(Gid::from_raw(kvm_gid));
@@ -42,10 +46,14 @@ pub fn drop(plan: &Plan) -> Result<(), IsolationError> {
     let uid = Uid::from_raw(plan.uid);
     setresuid(uid, uid, uid).map_err(IsolationError::sys("setresuid"))?;
     caps::clear(None, CapSet::Ambient).map_err(caps_err("clearing ambient capabilities"))?;
-    caps::clear(None, CapSet::Inheritable).map_err(caps_err("clearing inheritable capabilities"))?;
-    let permitted = caps::read(None, CapSet::Permitted).map_err(caps_err("reading capabilities"))?;
+    caps::clear(None, CapSet::Inheritable)
+        .map_err(caps_err("clearing inheritable capabilities"))?;
+    let permitted =
+        caps::read(None, CapSet::Permitted).map_err(caps_err("reading capabilities"))?;
     let kept: CapsHashSet = keep.intersection(&permitted).copied().collect();
-    caps::set(None, CapSet::Effective, &kept).map_err(caps_err("setting effective capabilities"))?;
-    caps::set(None, CapSet::Permitted, &kept).map_err(caps_err("setting permitted capabilities"))?;
+    caps::set(None, CapSet::Effective, &kept)
+        .map_err(caps_err("setting effective capabilities"))?;
+    caps::set(None, CapSet::Permitted, &kept)
+        .map_err(caps_err("setting permitted capabilities"))?;
     nix::sys::prctl::set_no_new_privs().map_err(IsolationError::sys("no_new_privs"))
 }

@@ -42,8 +42,10 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), IsolationError> {
 
 fn remount_ro(dst: &Path, extra: MsFlags) -> Result<(), IsolationError> {
     let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | extra;
-    mount(NONE, dst, NONE, flags, NONE)
-        .map_err(IsolationError::sys(format!("read-only remount of {}", dst.display())))
+    mount(NONE, dst, NONE, flags, NONE).map_err(IsolationError::sys(format!(
+        "read-only remount of {}",
+        dst.display()
+    )))
 }
 
 fn touch(path: &Path) -> Result<(), IsolationError> {
@@ -98,7 +100,11 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     }
     let shim = new.join(plan.program.trim_start_matches('/'));
     touch(&shim)?;
-    bind(&resolve::host_path(&plan.rootfs, &plan.program), &shim, MsFlags::empty())?;
+    bind(
+        &resolve::host_path(&plan.rootfs, &plan.program),
+        &shim,
+        MsFlags::empty(),
+    )?;
     remount_ro(&shim, MsFlags::empty())?;
 
     chdir(&new).map_err(IsolationError::sys("chdir to the new root"))?;
@@ -130,15 +136,21 @@ fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
     }
     match &m.kind {
         MountKind::Bind { source, recursive } => {
-            let rec = if *recursive { MsFlags::MS_REC } else { MsFlags::empty() };
+            let rec = if *recursive {
+                MsFlags::MS_REC
+            } else {
+                MsFlags::empty()
+            };
             bind(source, &target, rec)?;
             if m.readonly || !flags.is_empty() {
                 let f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
-                let f = if m.readonly { f | MsFlags::MS_RDONLY } else { f };
-                mount(NONE, &target, NONE, f, NONE).map_err(IsolationError::sys(format!(
-                    "remounting {}",
-                    m.destination
-                )))?;
+                let f = if m.readonly {
+                    f | MsFlags::MS_RDONLY
+                } else {
+                    f
+                };
+                mount(NONE, &target, NONE, f, NONE)
+                    .map_err(IsolationError::sys(format!("remounting {}", m.destination)))?;
             }
         }
         MountKind::Tmpfs => {
@@ -173,15 +185,22 @@ fn mount_point(view: &Path, dest: &str, is_file: bool) -> Result<PathBuf, Isolat
     let mut path = resolve::host_path(view, &existing);
     for (i, part) in rest.iter().enumerate() {
         if *part == ".." || *part == "." {
-            return Err(IsolationError::Setup(format!("mount destination {dest}: bad path")));
+            return Err(IsolationError::Setup(format!(
+                "mount destination {dest}: bad path"
+            )));
         }
         path.push(part);
         if i + 1 == rest.len() && is_file {
             fs::File::create(&path)
         } else {
-            fs::create_dir(&path).map(|_| fs::File::open(&path)).and_then(|r| r)
+            fs::create_dir(&path)
+                .map(|_| fs::File::open(&path))
+                .and_then(|r| r)
         }
-        .map_err(IsolationError::io(format!("making mount point {}", path.display())))?;
+        .map_err(IsolationError::io(format!(
+            "making mount point {}",
+            path.display()
+        )))?;
     }
     Ok(path)
 }

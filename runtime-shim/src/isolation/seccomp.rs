@@ -145,9 +145,9 @@ pub fn program() -> Result<BpfProgram, IsolationError> {
         TargetArch::x86_64,
     )
     .map_err(|e| IsolationError::Setup(format!("seccomp filter: {e}")))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| IsolationError::Setup(format!("seccomp filter: {e}")))
+    filter.try_into().map_err(|e: seccompiler::BackendError| {
+        IsolationError::Setup(format!("seccomp filter: {e}"))
+    })
 }
 
 /// Installs the filter on this (still single-threaded) process.

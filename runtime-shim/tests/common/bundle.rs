@@ -67,7 +67,12 @@ pub fn sleep_bundle(dir: &Path, secs: &str) {
         busybox.is_file(),
         "/bin/busybox is missing: scripts/deps.sh installs busybox-static"
     );
-    bundle(dir, &[("/bin/busybox", busybox)], &["busybox", "sleep", secs], |_| {});
+    bundle(
+        dir,
+        &[("/bin/busybox", busybox)],
+        &["busybox", "sleep", secs],
+        |_| {},
+    );
 }
 
 /// `qrun --root ROOT ARGS`.
