@@ -186,6 +186,9 @@ fn pause_resume_and_sigkill() {
     assert_eq!(qrun_at(&root.0, &["delete", "p"]).status, 0);
 }
 
+/// Breaks the bundle's config.json in one way.
+type Breaker<'a> = Box<dyn Fn() + 'a>;
+
 #[test]
 fn bad_bundles_are_refused_and_leave_nothing() {
     let (b, root) = (TempDir::new("b"), TempDir::new("root"));
@@ -193,7 +196,7 @@ fn bad_bundles_are_refused_and_leave_nothing() {
     let config = b.0.join("config.json");
     let good = std::fs::read(&config).expect("config");
     let bundle_arg = b.0.to_string_lossy().into_owned();
-    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
+    let cases: Vec<(&str, Breaker)> = vec![
         (
             "key must be a string",
             Box::new(|| std::fs::write(&config, b"{ not json").expect("w")),
