@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: deps build demo test lint unit integration bench clean
+.PHONY: deps build demo test lint unit integration bench clean oci-validate
 
 # Debian packages and Rust targets a fresh machine needs (idempotent).
 deps:
@@ -26,6 +26,11 @@ test: lint
 
 bench: build
 	$(CARGO) run --release -p bench
+
+# The OCI runtime-tools validation suite against qrun and runc (slow; needs
+# the Go module proxy). Not part of `make test`.
+oci-validate: build
+	@scripts/runtime-tools.sh target/release/qrun
 
 clean:
 	$(CARGO) clean

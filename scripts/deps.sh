@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine:
 # musl-gcc (test apps), busybox-static (compat tests), curl (HTTP server
-# test), wrk (HTTP benchmark), and the Rust toolchain and targets pinned by
-# rust-toolchain.toml.
+# test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
+# bench's baseline; crun where it runs), nsenter (util-linux), and the Rust
+# toolchain and targets pinned by rust-toolchain.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,10 @@ command -v musl-gcc >/dev/null || need+=(musl-tools)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+command -v crun >/dev/null || need+=(crun)
+command -v nsenter >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo

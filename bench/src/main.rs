@@ -14,6 +14,8 @@
 //! |---|---|---|
 //! | `hello_qrun_ms` | wall time of `qrun do -- hello`, spawn to exit, 30 runs | <= 10 ms |
 //! | `hello_native_ms` | the same binary run natively | |
+//! | `oci_run_qrun_ms` | `qrun run` of a hello bundle (the OCI path: namespaces, cgroups, pivot_root, seccomp), [`oci`] | <= 20 ms |
+//! | `oci_run_runc_ms`, `oci_run_crun_ms` | `runc run` / `crun run` of the same bundle (crun: n/a on hybrid cgroup hosts) | |
 //! | `hello_host_calls` | count from `qrun do --stats` | <= 10 |
 //! | `hello_qrun_self_ms` | the time `qrun --stats` reports for itself | |
 //! | `null_syscall_us` | raw `getppid` in the guest, `bench_syscall` | <= 3 µs |
@@ -43,6 +45,7 @@ mod alloc_bench;
 mod guest;
 mod http;
 mod metric;
+mod oci;
 mod reclaim;
 mod runner;
 mod startup;
@@ -109,6 +112,8 @@ fn main() -> ExitCode {
     eprintln!("bench: hello x{hello_runs}");
     let mut metrics = startup::run(&runner, hello_runs);
     metrics.extend(guest::run(&runner, guest_runs));
+    eprintln!("bench: OCI run (qrun, runc, crun) x{hello_runs}");
+    metrics.extend(oci::run(&runner, hello_runs));
     eprintln!("bench: allocators");
     metrics.extend(
         alloc_bench::run_alloc_bench()
@@ -153,6 +158,9 @@ fn alloc_unit(name: &str) -> &'static str {
 fn ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = vec![
         Ratio::of(m, "hello qrun/native", "hello_qrun_ms", "hello_native_ms"),
+        Ratio::of(m, "oci run qrun/runc", "oci_run_qrun_ms", "oci_run_runc_ms"),
+        Ratio::of(m, "oci run runc/qrun", "oci_run_runc_ms", "oci_run_qrun_ms"),
+        Ratio::of(m, "oci run qrun/crun", "oci_run_qrun_ms", "oci_run_crun_ms"),
         Ratio::of(
             m,
             "null syscall sandbox/native",

@@ -63,9 +63,13 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmErro
 /// Runs the vCPU until the program exits; returns its status.
 pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError> {
     loop {
-        let exit = vcpu
-            .run()
-            .map_err(|e| VmmError::Vcpu(format!("KVM_RUN: {e}")))?;
+        let exit = match vcpu.run() {
+            Ok(exit) => exit,
+            // A signal reached this thread (e.g. the cgroup freezer waking
+            // a thawed task): nothing happened to the guest, re-enter it.
+            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => continue,
+            Err(e) => return Err(VmmError::Vcpu(format!("KVM_RUN: {e}"))),
+        };
         let gpa = match exit {
             VcpuExit::IoOut(HOSTCALL_PORT, data) if data.len() == 4 => {
                 u64::from(u32::from_le_bytes(data.try_into().expect("4 bytes")))

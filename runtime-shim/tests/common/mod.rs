@@ -10,6 +10,7 @@
 
 pub mod server;
 pub mod tmp;
+pub mod bundle;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;

@@ -1,0 +1,306 @@
+//! An OCI bundle: `config.json` (parsed with `oci-spec`) and the rootfs,
+//! turned into a [`Plan`] for the sandbox.
+//!
+//! What the config means here: `process.args[0]` is found in the rootfs
+//! (`PATH` search, symlinks followed inside it) and becomes the guest's
+//! program; `env`, `cwd`, `user`, `terminal`, `hostname` and
+//! `linux.namespaces` apply; `linux.resources` gives the cgroup limits and
+//! the memory limit sizes guest RAM; bind and tmpfs mounts are made in
+//! the sandbox's private view of the rootfs (proc, sysfs, devpts, mqueue
+//! and anything under /proc, /sys or /dev are the guest kernel's own).
+
+pub mod resolve;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use thiserror::Error;
+
+use crate::plan::{MountKind, MountPlan, Namespace, NsKind, Plan, Resources};
+
+/// Largest config.json read.
+const MAX_CONFIG: u64 = 4 << 20;
+/// Host memory the VMM itself needs on top of guest RAM; the cgroup memory
+/// limit is the config's limit plus this.
+pub const VMM_OVERHEAD: i64 = 64 << 20;
+/// Capabilities the VMM exercises on the guest's behalf (files and
+/// sockets of the container); it keeps those the config grants.
+const VMM_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_NET_BIND_SERVICE",
+];
+
+#[derive(Debug, Error)]
+pub enum BundleError {
+    #[error("bundle {0}: {1}")]
+    Read(PathBuf, #[source] std::io::Error),
+    #[error("{0}: {1}")]
+    Parse(PathBuf, String),
+    #[error("config.json: {0} is missing")]
+    Missing(&'static str),
+    #[error("rootfs {0}: {1}")]
+    Rootfs(PathBuf, #[source] std::io::Error),
+    #[error("rootfs {0} is not a directory")]
+    RootfsNotDir(PathBuf),
+    #[error("process.args[0] {0:?}: no such executable file in the rootfs")]
+    Program(String),
+    #[error("mount {0}: source {1}: {2}")]
+    MountSource(String, PathBuf, #[source] std::io::Error),
+    #[error("config.json: {0} is not supported by qrun")]
+    Unsupported(String),
+    #[error("config.json: {0}")]
+    Invalid(String),
+}
+
+/// Reads `<bundle>/config.json` and plans the sandbox for container `id`.
+pub fn load(bundle: &Path, id: &str) -> Result<Plan, BundleError> {
+    let bundle = std::fs::canonicalize(bundle).map_err(|e| BundleError::Read(bundle.into(), e))?;
+    let path = bundle.join("config.json");
+    let text = read_config(&path)?;
+    let spec: Spec =
+        serde_json::from_str(&text).map_err(|e| BundleError::Parse(path.clone(), e.to_string()))?;
+    plan(&spec, &bundle, id)
+}
+
+fn read_config(path: &Path) -> Result<String, BundleError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| BundleError::Read(path.into(), e))?;
+    let mut text = String::new();
+    file.take(MAX_CONFIG + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| BundleError::Read(path.into(), e))?;
+    if text.len() as u64 > MAX_CONFIG {
+        return Err(BundleError::Parse(path.into(), "larger than 4 MiB".into()));
+    }
+    Ok(text)
+}
+
+fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
+    if spec.version().is_empty() {
+        return Err(BundleError::Missing("ociVersion"));
+    }
+    let root = spec.root().as_ref().ok_or(BundleError::Missing("root"))?;
+    if root.path().as_os_str().is_empty() {
+        return Err(BundleError::Missing("root.path"));
+    }
+    let rootfs = bundle.join(root.path());
+    let rootfs = std::fs::canonicalize(&rootfs).map_err(|e| BundleError::Rootfs(rootfs, e))?;
+    if !rootfs.is_dir() {
+        return Err(BundleError::RootfsNotDir(rootfs));
+    }
+    let process = spec
+        .process()
+        .as_ref()
+        .ok_or(BundleError::Missing("process"))?;
+    let argv = process
+        .args()
+        .clone()
+        .filter(|a| !a.is_empty())
+        .ok_or(BundleError::Missing("process.args"))?;
+    let env = process.env().clone().unwrap_or_default();
+    let cwd = process.cwd().to_string_lossy().into_owned();
+    if !cwd.starts_with('/') {
+        return Err(BundleError::Invalid(format!(
+            "process.cwd {cwd:?} is not absolute"
+        )));
+    }
+    let program = resolve::program(&rootfs, &argv[0], &env, &cwd)
+        .ok_or_else(|| BundleError::Program(argv[0].clone()))?;
+    let user = process.user();
+    let linux = spec.linux().as_ref();
+    let resources = linux.and_then(|l| l.resources().as_ref());
+    let memory_limit = resources
+        .and_then(|r| r.memory().as_ref())
+        .and_then(|m| m.limit());
+    Ok(Plan {
+        id: id.to_owned(),
+        bundle: bundle.to_owned(),
+        rootfs,
+        readonly_root: root.readonly().unwrap_or(false),
+        program,
+        argv,
+        env,
+        cwd,
+        hostname: spec.hostname().clone().filter(|h| !h.is_empty()),
+        memory: guest_memory(memory_limit)?,
+        uid: user.uid(),
+        gid: user.gid(),
+        additional_gids: user.additional_gids().clone().unwrap_or_default(),
+        terminal: process.terminal().unwrap_or(false),
+        namespaces: namespaces(spec)?,
+        mounts: mounts(spec, bundle)?,
+        resources: cgroup_resources(spec),
+        cgroups_path: linux
+            .and_then(|l| l.cgroups_path().as_ref())
+            .map(|p| p.to_string_lossy().into_owned()),
+        capabilities: vmm_capabilities(spec),
+        annotations: spec
+            .annotations()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
+    })
+}
+
+/// Guest RAM from the memory limit: the limit itself, at most what the VMM
+/// supports; the default without one.
+fn guest_memory(limit: Option<i64>) -> Result<u64, BundleError> {
+    use qlib::layout::{MAX_MEM, MIN_MEM};
+    let Some(limit) = limit.filter(|l| *l > 0) else {
+        return Ok(qvisor::DEFAULT_MEMORY);
+    };
+    let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+    if limit < MIN_MEM {
+        return Err(BundleError::Invalid(format!(
+            "linux.resources.memory.limit {limit} is below the smallest sandbox ({MIN_MEM} bytes)"
+        )));
+    }
+    Ok(limit.min(MAX_MEM))
+}
+
+fn namespaces(spec: &Spec) -> Result<Vec<Namespace>, BundleError> {
+    let list = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().clone())
+        .unwrap_or_default();
+    let mut out: Vec<Namespace> = Vec::new();
+    for ns in list {
+        let kind = match ns.typ() {
+            LinuxNamespaceType::Mount => NsKind::Mount,
+            LinuxNamespaceType::Pid => NsKind::Pid,
+            LinuxNamespaceType::Ipc => NsKind::Ipc,
+            LinuxNamespaceType::Uts => NsKind::Uts,
+            LinuxNamespaceType::Network => NsKind::Network,
+            LinuxNamespaceType::Cgroup => NsKind::Cgroup,
+            other => {
+                return Err(BundleError::Unsupported(format!("the {other} namespace")));
+            }
+        };
+        if out.iter().any(|n| n.kind == kind) {
+            return Err(BundleError::Invalid(format!(
+                "namespace {kind:?} listed twice"
+            )));
+        }
+        out.push(Namespace {
+            kind,
+            path: ns.path().clone(),
+        });
+    }
+    Ok(out)
+}
+
+fn mounts(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
+    let mut out = Vec::new();
+    for m in spec.mounts().clone().unwrap_or_default() {
+        let destination = m.destination().to_string_lossy().into_owned();
+        if !destination.starts_with('/') {
+            return Err(BundleError::Invalid(format!(
+                "mount destination {destination:?} is not absolute"
+            )));
+        }
+        let guest_owned = ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|p| destination == *p || destination.starts_with(&format!("{p}/")));
+        let options = m.options().clone().unwrap_or_default();
+        let has = |o: &str| options.iter().any(|x| x == o);
+        let typ = m.typ().clone().unwrap_or_default();
+        let kind = if typ == "bind" || has("bind") || has("rbind") {
+            let source = bundle.join(m.source().clone().unwrap_or_default());
+            std::fs::metadata(&source)
+                .map_err(|e| BundleError::MountSource(destination.clone(), source.clone(), e))?;
+            MountKind::Bind {
+                source,
+                recursive: has("rbind"),
+            }
+        } else if typ == "tmpfs" {
+            MountKind::Tmpfs
+        } else {
+            continue;
+        };
+        if guest_owned {
+            continue;
+        }
+        let data: Vec<&str> = options
+            .iter()
+            .map(String::as_str)
+            .filter(|o| {
+                o.starts_with("size=") || o.starts_with("mode=") || o.starts_with("nr_inodes=")
+            })
+            .collect();
+        out.push(MountPlan {
+            destination,
+            kind,
+            readonly: has("ro"),
+            nosuid: has("nosuid"),
+            nodev: has("nodev"),
+            noexec: has("noexec"),
+            data: data.join(","),
+        });
+    }
+    Ok(out)
+}
+
+fn cgroup_resources(spec: &Spec) -> Resources {
+    let Some(r) = spec.linux().as_ref().and_then(|l| l.resources().as_ref()) else {
+        return Resources::default();
+    };
+    let cpu = r.cpu().as_ref();
+    Resources {
+        memory_limit: r
+            .memory()
+            .as_ref()
+            .and_then(|m| m.limit())
+            .filter(|l| *l > 0)
+            .map(|l| l.saturating_add(VMM_OVERHEAD)),
+        cpu_quota: cpu.and_then(|c| c.quota()).filter(|q| *q > 0),
+        cpu_period: cpu.and_then(|c| c.period()).filter(|p| *p > 0),
+        cpu_shares: cpu.and_then(|c| c.shares()).filter(|s| *s > 0),
+        pids_limit: r.pids().as_ref().map(|p| p.limit()).filter(|l| *l > 0),
+    }
+}
+
+fn vmm_capabilities(spec: &Spec) -> Vec<String> {
+    let granted: Vec<String> = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.capabilities().as_ref())
+        .and_then(|c| c.effective().as_ref())
+        .map(|set| {
+            set.iter()
+                .map(|c| format!("CAP_{c}").to_ascii_uppercase())
+                .collect()
+        })
+        .unwrap_or_default();
+    VMM_CAPS
+        .iter()
+        .filter(|c| {
+            granted
+                .iter()
+                .any(|g| g == *c || g.trim_start_matches("CAP_") == **c)
+        })
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_limits_size_guest_ram() {
+        assert_eq!(guest_memory(None).ok(), Some(qvisor::DEFAULT_MEMORY));
+        assert_eq!(guest_memory(Some(128 << 20)).ok(), Some(128 << 20));
+        assert_eq!(
+            guest_memory(Some(64 << 30)).ok(),
+            Some(qlib::layout::MAX_MEM)
+        );
+        assert!(guest_memory(Some(1 << 20)).is_err());
+    }
+}

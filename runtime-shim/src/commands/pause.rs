@@ -1,0 +1,12 @@
+//! `qrun pause <id>`: freezes the sandbox process (cgroup freezer).
+
+use super::{CliError, Globals};
+use crate::cli;
+use crate::container::{self, Container};
+
+pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
+    let p = cli::parse(args, &[])?;
+    let c = Container::load(&g.root, cli::one_positional(&p, "container id")?)?;
+    container::pause(&c)?;
+    Ok(0)
+}

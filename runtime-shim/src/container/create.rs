@@ -1,0 +1,194 @@
+//! `create`: plan the sandbox from the bundle, make the state directory
+//! and cgroups, spawn the sandbox process and wait until it is isolated
+//! and waiting for `start` (see `isolation` for the other side).
+//!
+//! Nothing is left behind when create fails: the state directory, the
+//! cgroups and the sandbox process go again.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::sys::stat::Mode;
+
+use super::state_file::{StateFile, VERSION, write_atomic};
+use super::{Container, ContainerError, validate_id};
+use crate::cgroup::{self, Cgroups};
+use crate::isolation::namespaces;
+use crate::{bundle, timefmt};
+
+pub struct CreateOptions<'a> {
+    pub root: &'a Path,
+    pub id: &'a str,
+    pub bundle: &'a Path,
+    pub pid_file: Option<&'a Path>,
+    pub console_socket: Option<&'a Path>,
+    pub debug: bool,
+}
+
+/// Creates the container; returns it and the sandbox process (a child of
+/// this process, which `run` waits for).
+pub fn create(o: &CreateOptions) -> Result<(Container, Child), ContainerError> {
+    validate_id(o.id)?;
+    let plan = bundle::load(o.bundle, o.id)?;
+    std::fs::create_dir_all(o.root)
+        .map_err(ContainerError::io(format!("making {}", o.root.display())))?;
+    let dir = o.root.join(o.id);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(ContainerError::Exists(o.id.to_owned()));
+        }
+        Err(e) => return Err(ContainerError::io(format!("making {}", dir.display()))(e)),
+    }
+    let mut made_cgroups = Vec::new();
+    let mut child = None;
+    let result = create_in(o, &plan, &dir, &mut made_cgroups, &mut child);
+    if result.is_err() {
+        if let Some(c) = child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        cgroup::remove_dirs(&made_cgroups);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let container = result?;
+    Ok((container, child.expect("set when create_in succeeds")))
+}
+
+fn create_in(
+    o: &CreateOptions,
+    plan: &crate::plan::Plan,
+    dir: &Path,
+    made_cgroups: &mut Vec<PathBuf>,
+    child_slot: &mut Option<Child>,
+) -> Result<Container, ContainerError> {
+    let sandbox = dir.join("sandbox");
+    for d in [&sandbox, &dir.join("newroot")] {
+        std::fs::create_dir(d).map_err(ContainerError::io(format!("making {}", d.display())))?;
+    }
+    let fifo = sandbox.join("exec.fifo");
+    nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600))
+        .map_err(ContainerError::sys("making exec.fifo"))?;
+    if plan.uid != 0 || plan.gid != 0 {
+        // The VMM runs as the container's user and writes here.
+        let (u, g) = (Some(plan.uid), Some(plan.gid));
+        for p in [&sandbox, &fifo] {
+            std::os::unix::fs::chown(p, u, g)
+                .map_err(ContainerError::io(format!("chown {}", p.display())))?;
+        }
+    }
+    let plan_text = serde_json::to_vec(plan).map_err(|e| ContainerError::Io {
+        what: "encoding plan.json".into(),
+        source: std::io::Error::other(e),
+    })?;
+    write_atomic(&dir.join("plan.json"), &plan_text)?;
+
+    let rel = cgroup::relative_path(plan.cgroups_path.as_deref(), o.id)?;
+    let (cgroups, made) = Cgroups::create(&rel, &plan.resources)?;
+    *made_cgroups = made;
+
+    namespaces::enter_pid_for_children(plan)
+        .map_err(|e| ContainerError::Sandbox(format!("pid namespace: {e}")))?;
+    let stdio = match (plan.terminal, o.console_socket) {
+        (true, Some(sock)) => Some(console(sock)?),
+        _ => None,
+    };
+    let (sync_r, sync_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ContainerError::sys("pipe"))?;
+    // The sandbox process inherits the write end (and reopens it).
+    fcntl(&sync_w, FcntlArg::F_SETFD(FdFlag::empty())).map_err(ContainerError::sys("fcntl"))?;
+    let exe = std::env::current_exe().map_err(ContainerError::io("finding the qrun binary"))?;
+    let mut cmd = Command::new(exe);
+    if o.debug {
+        cmd.arg("--debug");
+    }
+    cmd.arg("sandbox-init")
+        .arg(dir)
+        .arg("--sync-fd")
+        .arg(sync_w.as_raw_fd().to_string());
+    if let Some(slave) = &stdio {
+        let dup = |f: &OwnedFd| f.try_clone().map(Stdio::from);
+        let io = ContainerError::io("duplicating the terminal");
+        let (i, out, err) = (dup(slave), dup(slave), dup(slave));
+        cmd.stdin(i.map_err(io)?);
+        cmd.stdout(out.map_err(ContainerError::io("duplicating the terminal"))?);
+        cmd.stderr(err.map_err(ContainerError::io("duplicating the terminal"))?);
+    }
+    let child = cmd
+        .spawn()
+        .map_err(ContainerError::io("starting the sandbox process"))?;
+    drop(sync_w);
+    drop(stdio);
+    let pid = i32::try_from(child.id()).map_err(|_| ContainerError::Sandbox("bad pid".into()))?;
+    *child_slot = Some(child);
+    cgroups.add(pid)?;
+
+    let mut answer = String::new();
+    let _ = std::fs::File::from(sync_r).read_to_string(&mut answer);
+    match answer.trim() {
+        "ok" => {}
+        msg => {
+            let msg = msg.strip_prefix("error: ").unwrap_or(msg);
+            let msg = if msg.is_empty() {
+                "the sandbox process died during setup"
+            } else {
+                msg
+            };
+            return Err(ContainerError::Sandbox(format!("sandbox setup: {msg}")));
+        }
+    }
+    let (start, _) = super::process::stat(pid)
+        .ok_or_else(|| ContainerError::Sandbox("the sandbox process vanished".into()))?;
+    let state = StateFile {
+        version: VERSION,
+        id: o.id.to_owned(),
+        pid,
+        pid_start_time: start,
+        bundle: plan.bundle.clone(),
+        rootfs: plan.rootfs.clone(),
+        created: timefmt::rfc3339_now(),
+        owner: String::new(),
+        annotations: plan.annotations.clone(),
+        cgroups: cgroups.dirs().to_vec(),
+        cgroup_dirs: made_cgroups.clone(),
+        exit_status: None,
+    };
+    let container = Container {
+        dir: dir.to_owned(),
+        state,
+    };
+    container.save()?;
+    if let Some(p) = o.pid_file {
+        write_atomic(p, pid.to_string().as_bytes())?;
+    }
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711));
+    Ok(container)
+}
+
+/// A pseudo-terminal for the container: the master goes to the console
+/// socket (as runc sends it), the slave becomes the sandbox's stdio.
+fn console(socket: &Path) -> Result<OwnedFd, ContainerError> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let pty = nix::pty::openpty(None, None).map_err(ContainerError::sys("openpty"))?;
+    let stream = std::os::unix::net::UnixStream::connect(socket).map_err(ContainerError::io(
+        format!("console socket {}", socket.display()),
+    ))?;
+    let name = b"/dev/ptmx";
+    let iov = [std::io::IoSlice::new(name)];
+    let fds = [pty.master.as_raw_fd()];
+    sendmsg::<()>(
+        stream.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(ContainerError::sys(
+        "sending the terminal to the console socket",
+    ))?;
+    Ok(pty.slave)
+}

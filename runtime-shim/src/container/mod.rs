@@ -1,0 +1,213 @@
+//! The library that owns container state: one directory per container
+//! under the runtime root (see [`state_file`] for the layout), the
+//! lifecycle table ([`lifecycle`]) and the operations the commands call.
+
+mod create;
+mod error;
+pub mod lifecycle;
+mod ops;
+pub mod process;
+pub mod signal;
+pub mod state_file;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use create::{CreateOptions, create};
+pub use error::ContainerError;
+pub use lifecycle::Status;
+pub use ops::{delete, kill, pause, resume, start};
+use state_file::StateFile;
+
+use crate::cgroup::Cgroups;
+
+/// The OCI runtime-spec version of the state we report.
+pub const OCI_VERSION: &str = "1.0.2";
+/// Annotation carrying the hibernation state (the control socket's
+/// `Status.state`) while the container runs.
+pub const HIBERNATION_ANNOTATION: &str = "qrun.hibernation";
+/// Annotation carrying the program's exit status once stopped.
+pub const EXIT_ANNOTATION: &str = "qrun.exitStatus";
+/// Default runtime root.
+pub const DEFAULT_ROOT: &str = "/run/qrun";
+
+/// A container known to the runtime.
+pub struct Container {
+    pub dir: PathBuf,
+    pub state: StateFile,
+}
+
+/// Checks an id the way runc does: no path tricks, a sane charset.
+pub fn validate_id(id: &str) -> Result<(), ContainerError> {
+    let ok = !id.is_empty()
+        && id.len() <= 1024
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ContainerError::InvalidId(id.to_owned()))
+    }
+}
+
+impl Container {
+    /// The container `id` under `root`.
+    pub fn load(root: &Path, id: &str) -> Result<Self, ContainerError> {
+        validate_id(id)?;
+        let dir = root.join(id);
+        let path = dir.join("state.json");
+        if !path.exists() {
+            return Err(ContainerError::NotFound(id.to_owned()));
+        }
+        let state = StateFile::read(&path)?;
+        Ok(Self { dir, state })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.state.id
+    }
+
+    pub fn save(&self) -> Result<(), ContainerError> {
+        self.state.write(&self.dir.join("state.json"))
+    }
+
+    pub fn sandbox_dir(&self) -> PathBuf {
+        self.dir.join("sandbox")
+    }
+
+    pub fn ctl_socket(&self) -> PathBuf {
+        self.sandbox_dir().join("ctl.sock")
+    }
+
+    pub fn exec_fifo(&self) -> PathBuf {
+        self.sandbox_dir().join("exec.fifo")
+    }
+
+    pub fn cgroups(&self) -> Cgroups {
+        Cgroups::from_dirs(self.state.cgroups.clone())
+    }
+
+    /// Whether the sandbox process is still there.
+    pub fn alive(&self) -> bool {
+        process::alive(self.state.pid, self.state.pid_start_time)
+    }
+
+    /// The OCI status, derived from the sandbox process and its files.
+    pub fn status(&self) -> Status {
+        if !self.alive() {
+            Status::Stopped
+        } else if self.exec_fifo().exists() {
+            Status::Created
+        } else if self.cgroups().frozen() {
+            Status::Paused
+        } else {
+            Status::Running
+        }
+    }
+
+    /// The program's exit status, once known.
+    pub fn exit_status(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.sandbox_dir().join("exit")).ok();
+        text.and_then(|t| t.trim().parse().ok())
+            .or(self.state.exit_status)
+    }
+
+    /// The hibernation state from the control socket, if it answers.
+    pub fn hibernation(&self) -> Option<String> {
+        let req = qvisor::ctl::Request::Status;
+        self.ctl(req, Duration::from_secs(2)).ok().map(|s| s.state)
+    }
+
+    /// One control request. Right after `start` the VMM may still be
+    /// booting and not yet listening: while the sandbox process lives, a
+    /// missing or refusing socket is retried for up to two seconds.
+    pub fn ctl(
+        &self,
+        req: qvisor::ctl::Request,
+        timeout: Duration,
+    ) -> Result<qvisor::ctl::Status, ContainerError> {
+        use std::io::ErrorKind::{ConnectionRefused, NotFound};
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match qvisor::ctl::request(&self.ctl_socket(), req, timeout) {
+                Err(qvisor::ctl::CtlError::Io { source, .. })
+                    if matches!(source.kind(), NotFound | ConnectionRefused)
+                        && std::time::Instant::now() < deadline
+                        && self.alive() =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                r => {
+                    return r.map_err(|source| ContainerError::Control {
+                        id: self.id().to_owned(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The state JSON of the OCI runtime spec (plus runc's extra fields).
+    pub fn oci_state(&self) -> Value {
+        let status = self.status();
+        let mut annotations = self.state.annotations.clone();
+        if status == Status::Running
+            && let Some(h) = self.hibernation()
+        {
+            annotations.insert(HIBERNATION_ANNOTATION.into(), h);
+        }
+        if status == Status::Stopped
+            && let Some(code) = self.exit_status()
+        {
+            annotations.insert(EXIT_ANNOTATION.into(), code.to_string());
+        }
+        let pid = if status == Status::Stopped {
+            0
+        } else {
+            self.state.pid
+        };
+        json!({
+            "ociVersion": OCI_VERSION,
+            "id": self.state.id,
+            "status": status,
+            "pid": pid,
+            "bundle": self.state.bundle,
+            "rootfs": self.state.rootfs,
+            "created": self.state.created,
+            "owner": self.state.owner,
+            "annotations": annotations,
+        })
+    }
+}
+
+/// Every container under `root`, by id; unreadable entries are skipped.
+pub fn list(root: &Path) -> Vec<Container> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Container> = entries
+        .flatten()
+        .filter_map(|e| Container::load(root, &e.file_name().to_string_lossy()).ok())
+        .collect();
+    out.sort_by(|a, b| a.state.id.cmp(&b.state.id));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        for ok in ["a", "ctr-1", "x_y.z+1"] {
+            assert!(validate_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", ".hidden", "a b", "ü"] {
+            assert!(validate_id(bad).is_err(), "{bad}");
+        }
+    }
+}

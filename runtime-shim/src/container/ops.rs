@@ -1,0 +1,161 @@
+//! `start`, `kill`, `delete`, `pause`, `resume` on an existing container.
+//! Each checks the lifecycle table first, so a refused operation changes
+//! nothing.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use qvisor::ctl::Request;
+
+use super::lifecycle::{Op, check};
+use super::signal::{SIGCONT, SIGKILL, SIGSTOP};
+use super::{Container, ContainerError, Status, process};
+use crate::cgroup;
+
+/// How long `start` waits for the sandbox process to take the fifo.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a hibernation or wake may take (it writes or reads memory).
+const CTL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Signals whose default action is to do nothing.
+const IGNORED_BY_DEFAULT: &[i32] = &[17, 18, 23, 28];
+
+/// Lets the sandbox process run the program.
+pub fn start(c: &Container) -> Result<(), ContainerError> {
+    check(c.id(), Op::Start, c.status())?;
+    let path = c.exec_fifo();
+    let fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(&path)
+        .map_err(ContainerError::io(format!("opening {}", path.display())))?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let mut fds = [PollFd::new(fifo.as_fd(), PollFlags::POLLIN)];
+        let n = poll(&mut fds, PollTimeout::from(100u16)).map_err(ContainerError::sys("poll"))?;
+        if n > 0 {
+            break;
+        }
+        if !c.alive() {
+            return Err(ContainerError::Sandbox(format!(
+                "container {}: the sandbox process is gone",
+                c.id()
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Err(ContainerError::Sandbox(format!(
+                "container {}: the sandbox process did not take the start signal",
+                c.id()
+            )));
+        }
+    }
+    let mut byte = [0u8; 1];
+    let got = (&fifo).read(&mut byte).unwrap_or(0);
+    let _ = std::fs::remove_file(&path);
+    if got != 1 {
+        return Err(ContainerError::Sandbox(format!(
+            "container {}: the sandbox process went away before starting",
+            c.id()
+        )));
+    }
+    Ok(())
+}
+
+fn host_kill(c: &Container, sig: i32) -> Result<(), ContainerError> {
+    let signal = Signal::try_from(sig).map_err(ContainerError::sys(format!("signal {sig}")))?;
+    nix::sys::signal::kill(Pid::from_raw(c.state.pid), signal)
+        .map_err(ContainerError::sys(format!("kill {}", c.state.pid)))
+}
+
+/// Records `status` as the exit status unless the sandbox wrote one.
+fn record_exit(c: &mut Container, status: i32) -> Result<(), ContainerError> {
+    if c.exit_status().is_none() {
+        c.state.exit_status = Some(status);
+        c.save()?;
+    }
+    Ok(())
+}
+
+/// Sends `sig` the container's way: SIGSTOP hibernates, SIGCONT wakes,
+/// SIGKILL ends the sandbox process, others reach the program.
+pub fn kill(c: &mut Container, sig: i32) -> Result<(), ContainerError> {
+    let status = c.status();
+    check(c.id(), Op::Kill, status)?;
+    let ctl = |c: &Container, req| c.ctl(req, CTL_TIMEOUT);
+    match (sig, status) {
+        (SIGSTOP, _) => {
+            check(c.id(), Op::Hibernation, status)?;
+            ctl(c, Request::Hibernate).map(drop)
+        }
+        (SIGCONT, _) => {
+            check(c.id(), Op::Hibernation, status)?;
+            ctl(c, Request::Wake).map(drop)
+        }
+        (SIGKILL, _) => {
+            host_kill(c, SIGKILL)?;
+            if status == Status::Paused {
+                let _ = c.cgroups().freeze(false);
+            }
+            process::wait_gone(c.state.pid, c.state.pid_start_time, Duration::from_secs(5));
+            record_exit(c, 128 + SIGKILL)
+        }
+        (_, Status::Created) => {
+            // The program has not started: a signal that would end it
+            // ends the sandbox; one it would ignore does nothing.
+            if IGNORED_BY_DEFAULT.contains(&sig) {
+                return Ok(());
+            }
+            host_kill(c, SIGKILL)?;
+            process::wait_gone(c.state.pid, c.state.pid_start_time, Duration::from_secs(5));
+            record_exit(c, 128 + sig)
+        }
+        // Frozen: the VMM cannot answer; the signal waits in the host.
+        (_, Status::Paused) => host_kill(c, sig),
+        _ => ctl(c, Request::Signal(sig)).map(drop),
+    }
+}
+
+/// Removes the container; a running one only with `force` (it is killed).
+pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
+    let status = c.status();
+    check(
+        c.id(),
+        if force { Op::ForceDelete } else { Op::Delete },
+        status,
+    )?;
+    if status != Status::Stopped {
+        host_kill(c, SIGKILL)?;
+        if status == Status::Paused {
+            let _ = c.cgroups().freeze(false);
+        }
+        if !process::wait_gone(c.state.pid, c.state.pid_start_time, Duration::from_secs(5)) {
+            return Err(ContainerError::Sandbox(format!(
+                "container {}: the sandbox process {} does not die",
+                c.id(),
+                c.state.pid
+            )));
+        }
+    }
+    if c.state.cgroup_dirs.is_empty() {
+        cgroup::remove_dirs(&c.state.cgroups);
+    } else {
+        cgroup::remove_dirs(&c.state.cgroup_dirs);
+    }
+    std::fs::remove_dir_all(&c.dir)
+        .map_err(ContainerError::io(format!("removing {}", c.dir.display())))
+}
+
+pub fn pause(c: &Container) -> Result<(), ContainerError> {
+    check(c.id(), Op::Pause, c.status())?;
+    Ok(c.cgroups().freeze(true)?)
+}
+
+pub fn resume(c: &Container) -> Result<(), ContainerError> {
+    check(c.id(), Op::Resume, c.status())?;
+    Ok(c.cgroups().freeze(false)?)
+}

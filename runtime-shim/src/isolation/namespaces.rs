@@ -1,0 +1,60 @@
+//! Entering the namespaces the config asks for: joining the ones given by
+//! path (`setns`), then making the rest (`unshare`). A mount namespace is
+//! always made, whatever the config says: the sandbox process pivots into
+//! a root of its own and the host's mounts must not see that.
+//!
+//! The pid namespace is special: it only applies to children, so `create`
+//! enters it ([`enter_pid_for_children`]) before it spawns sandbox-init,
+//! which then is pid 1 there.
+
+use std::fs::File;
+
+use nix::sched::{CloneFlags, setns, unshare};
+
+use super::IsolationError;
+use crate::plan::{NsKind, Plan};
+
+pub fn flag(kind: NsKind) -> CloneFlags {
+    match kind {
+        NsKind::Mount => CloneFlags::CLONE_NEWNS,
+        NsKind::Pid => CloneFlags::CLONE_NEWPID,
+        NsKind::Ipc => CloneFlags::CLONE_NEWIPC,
+        NsKind::Uts => CloneFlags::CLONE_NEWUTS,
+        NsKind::Network => CloneFlags::CLONE_NEWNET,
+        NsKind::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+    }
+}
+
+/// Joins or makes every namespace of `plan` but the pid namespace.
+pub fn enter(plan: &Plan) -> Result<(), IsolationError> {
+    let mut new = CloneFlags::CLONE_NEWNS;
+    for ns in plan.namespaces.iter().filter(|n| n.kind != NsKind::Pid) {
+        match &ns.path {
+            Some(path) => {
+                let f = File::open(path)
+                    .map_err(IsolationError::io(format!("namespace {}", path.display())))?;
+                setns(f, flag(ns.kind))
+                    .map_err(IsolationError::sys(format!("setns {}", path.display())))?;
+            }
+            None => new |= flag(ns.kind),
+        }
+    }
+    unshare(new).map_err(IsolationError::sys(format!("unshare {new:?}")))
+}
+
+/// Makes (or joins) the pid namespace the *next child* of this process
+/// will be pid 1 of, if the plan has one.
+pub fn enter_pid_for_children(plan: &Plan) -> Result<(), IsolationError> {
+    let Some(ns) = plan.namespaces.iter().find(|n| n.kind == NsKind::Pid) else {
+        return Ok(());
+    };
+    match &ns.path {
+        Some(path) => {
+            let f = File::open(path)
+                .map_err(IsolationError::io(format!("namespace {}", path.display())))?;
+            setns(f, CloneFlags::CLONE_NEWPID)
+                .map_err(IsolationError::sys(format!("setns {}", path.display())))
+        }
+        None => unshare(CloneFlags::CLONE_NEWPID).map_err(IsolationError::sys("unshare pid")),
+    }
+}

@@ -1,0 +1,206 @@
+//! The sandbox process's root: a small read-only tmpfs holding only what
+//! qvisor needs, entered with `pivot_root`; the host's mounts are gone
+//! afterwards.
+//!
+//! ```text
+//! /dev/kvm          bind of the host's /dev/kvm
+//! /.qrun-rootfs     bind of the bundle rootfs (+ the config's bind and
+//!                   tmpfs mounts; read-only if root.readonly)
+//! /.qrun-state      bind of <state dir>/sandbox: control socket, exec
+//!                   fifo, exit status, swap and REAP files
+//! /<program>        bind of the program file from the rootfs, at its path
+//!                   inside the container (see below)
+//! ```
+//! The last entry bridges the VMM of today, which reads the program from
+//! the *host* path `SandboxConfig::program`, and the VMM being built,
+//! which resolves it inside `SandboxConfig::rootfs` (`/.qrun-rootfs`):
+//! the program path is the container path, and it names the same file
+//! both ways.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::unistd::{chdir, pivot_root};
+
+use super::IsolationError;
+use crate::bundle::resolve;
+use crate::plan::{MountKind, MountPlan, Plan};
+
+/// Where the rootfs is, inside the sandbox process's root.
+pub const ROOTFS: &str = "/.qrun-rootfs";
+/// Where the container's sandbox directory is.
+pub const STATE: &str = "/.qrun-state";
+
+const NONE: Option<&str> = None;
+
+fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), IsolationError> {
+    mount(Some(src), dst, NONE, MsFlags::MS_BIND | flags, NONE).map_err(IsolationError::sys(
+        format!("bind {} on {}", src.display(), dst.display()),
+    ))
+}
+
+fn remount_ro(dst: &Path, extra: MsFlags) -> Result<(), IsolationError> {
+    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | extra;
+    mount(NONE, dst, NONE, flags, NONE).map_err(IsolationError::sys(format!(
+        "read-only remount of {}",
+        dst.display()
+    )))
+}
+
+fn touch(path: &Path) -> Result<(), IsolationError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(IsolationError::io(format!("mkdir {}", dir.display())))?;
+    }
+    fs::File::create(path).map_err(IsolationError::io(format!("creating {}", path.display())))?;
+    Ok(())
+}
+
+/// Builds the root in `<dir>/newroot` and pivots into it.
+pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
+        .map_err(IsolationError::sys("making / private"))?;
+    let new = dir.join("newroot");
+    mount(
+        Some("tmpfs"),
+        &new,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=755,size=64k"),
+    )
+    .map_err(IsolationError::sys("mounting the sandbox root"))?;
+
+    let kvm = new.join("dev/kvm");
+    touch(&kvm)?;
+    bind(Path::new("/dev/kvm"), &kvm, MsFlags::empty())?;
+
+    let rootfs = new.join(ROOTFS.trim_start_matches('/'));
+    fs::create_dir(&rootfs).map_err(IsolationError::io("mkdir rootfs"))?;
+    bind(&plan.rootfs, &rootfs, MsFlags::MS_REC)?;
+    for m in &plan.mounts {
+        guest_mount(&rootfs, m)?;
+    }
+    if plan.readonly_root {
+        remount_ro(&rootfs, MsFlags::MS_REC)?;
+    }
+
+    let state = new.join(STATE.trim_start_matches('/'));
+    fs::create_dir(&state).map_err(IsolationError::io("mkdir state"))?;
+    bind(&dir.join("sandbox"), &state, MsFlags::empty())?;
+
+    let reserved = ["/dev/kvm", ROOTFS, STATE];
+    if reserved
+        .iter()
+        .any(|r| plan.program == *r || plan.program.starts_with(&format!("{r}/")))
+    {
+        return Err(IsolationError::Setup(format!(
+            "program path {} is reserved by qrun",
+            plan.program
+        )));
+    }
+    let shim = new.join(plan.program.trim_start_matches('/'));
+    touch(&shim)?;
+    bind(
+        &resolve::host_path(&plan.rootfs, &plan.program),
+        &shim,
+        MsFlags::empty(),
+    )?;
+    remount_ro(&shim, MsFlags::empty())?;
+
+    chdir(&new).map_err(IsolationError::sys("chdir to the new root"))?;
+    pivot_root(".", ".").map_err(IsolationError::sys("pivot_root"))?;
+    // The old root is now stacked on top of the new one: detach it.
+    umount2(".", MntFlags::MNT_DETACH).map_err(IsolationError::sys("detaching the old root"))?;
+    chdir("/").map_err(IsolationError::sys("chdir /"))?;
+    let flags = MsFlags::MS_REMOUNT
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | MsFlags::MS_NOEXEC;
+    mount(NONE, "/", NONE, flags, NONE).map_err(IsolationError::sys("read-only remount of /"))
+}
+
+/// One of the config's mounts, inside the private view of the rootfs.
+fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
+    let is_file = matches!(&m.kind, MountKind::Bind { source, .. } if !source.is_dir());
+    let target = mount_point(view, &m.destination, is_file)?;
+    let mut flags = MsFlags::empty();
+    for (on, f) in [
+        (m.nosuid, MsFlags::MS_NOSUID),
+        (m.nodev, MsFlags::MS_NODEV),
+        (m.noexec, MsFlags::MS_NOEXEC),
+    ] {
+        if on {
+            flags |= f;
+        }
+    }
+    match &m.kind {
+        MountKind::Bind { source, recursive } => {
+            let rec = if *recursive {
+                MsFlags::MS_REC
+            } else {
+                MsFlags::empty()
+            };
+            bind(source, &target, rec)?;
+            if m.readonly || !flags.is_empty() {
+                let f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
+                let f = if m.readonly {
+                    f | MsFlags::MS_RDONLY
+                } else {
+                    f
+                };
+                mount(NONE, &target, NONE, f, NONE)
+                    .map_err(IsolationError::sys(format!("remounting {}", m.destination)))?;
+            }
+        }
+        MountKind::Tmpfs => {
+            if m.readonly {
+                flags |= MsFlags::MS_RDONLY;
+            }
+            let data = (!m.data.is_empty()).then_some(m.data.as_str());
+            mount(Some("tmpfs"), &target, Some("tmpfs"), flags, data)
+                .map_err(IsolationError::sys(format!("tmpfs on {}", m.destination)))?;
+        }
+    }
+    Ok(())
+}
+
+/// The mount point for container path `dest` under `view`, made if
+/// missing. Existing components are resolved inside the rootfs (a symlink
+/// cannot point the mount outside); only missing ones are created.
+fn mount_point(view: &Path, dest: &str, is_file: bool) -> Result<PathBuf, IsolationError> {
+    let parts: Vec<&str> = dest.split('/').filter(|p| !p.is_empty()).collect();
+    let mut existing = String::from("/");
+    let mut rest = parts.as_slice();
+    while let Some((first, tail)) = rest.split_first() {
+        let next = format!("{}/{first}", existing.trim_end_matches('/'));
+        match resolve::in_root(view, &next) {
+            Some(r) => {
+                existing = r;
+                rest = tail;
+            }
+            None => break,
+        }
+    }
+    let mut path = resolve::host_path(view, &existing);
+    for (i, part) in rest.iter().enumerate() {
+        if *part == ".." || *part == "." {
+            return Err(IsolationError::Setup(format!(
+                "mount destination {dest}: bad path"
+            )));
+        }
+        path.push(part);
+        if i + 1 == rest.len() && is_file {
+            fs::File::create(&path)
+        } else {
+            fs::create_dir(&path)
+                .map(|_| fs::File::open(&path))
+                .and_then(|r| r)
+        }
+        .map_err(IsolationError::io(format!(
+            "making mount point {}",
+            path.display()
+        )))?;
+    }
+    Ok(path)
+}

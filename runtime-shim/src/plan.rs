@@ -1,0 +1,102 @@
+//! The sandbox plan: everything `sandbox-init` needs, decided by `create`
+//! from the bundle and written to `<state dir>/plan.json`, so that the
+//! sandbox process never parses the bundle itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub id: String,
+    pub bundle: PathBuf,
+    /// The container's root on the host (absolute, symlinks resolved).
+    pub rootfs: PathBuf,
+    pub readonly_root: bool,
+    /// The program as a path inside the rootfs (absolute, symlinks
+    /// resolved); `argv[0]` stays what the config said.
+    pub program: String,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: String,
+    pub hostname: Option<String>,
+    /// Guest RAM in bytes.
+    pub memory: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub additional_gids: Vec<u32>,
+    pub terminal: bool,
+    pub namespaces: Vec<Namespace>,
+    pub mounts: Vec<MountPlan>,
+    pub resources: Resources,
+    pub cgroups_path: Option<String>,
+    /// Capabilities the VMM keeps (`CAP_*` names).
+    pub capabilities: Vec<String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NsKind {
+    Mount,
+    Pid,
+    Ipc,
+    Uts,
+    Network,
+    Cgroup,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Namespace {
+    pub kind: NsKind,
+    /// Join this namespace instead of making a new one.
+    pub path: Option<PathBuf>,
+}
+
+/// A mount the guest needs, made inside the sandbox's private view of the
+/// rootfs (the host never sees it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MountPlan {
+    /// Path inside the rootfs.
+    pub destination: String,
+    pub kind: MountKind,
+    pub readonly: bool,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+    /// Filesystem data (`size=...,mode=...`) for tmpfs.
+    pub data: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MountKind {
+    /// A bind mount of a host path (recursive when `rbind`).
+    Bind {
+        source: PathBuf,
+        recursive: bool,
+    },
+    Tmpfs,
+}
+
+/// Cgroup limits from `linux.resources`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    /// Bytes for the whole sandbox process (guest RAM plus VMM overhead).
+    pub memory_limit: Option<i64>,
+    pub cpu_quota: Option<i64>,
+    pub cpu_period: Option<u64>,
+    pub cpu_shares: Option<u64>,
+    pub pids_limit: Option<i64>,
+}
+
+impl Plan {
+    pub fn new_namespace(&self, kind: NsKind) -> bool {
+        self.namespaces
+            .iter()
+            .any(|n| n.kind == kind && n.path.is_none())
+    }
+
+    pub fn has_namespace(&self, kind: NsKind) -> bool {
+        self.namespaces.iter().any(|n| n.kind == kind)
+    }
+}
