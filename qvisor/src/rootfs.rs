@@ -176,8 +176,9 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn tree() -> (std::path::PathBuf, Rootfs) {
-        let base = std::env::temp_dir().join(format!("qvisor-rootfs-{}", std::process::id()));
+    fn tree(name: &str) -> (std::path::PathBuf, Rootfs) {
+        let base =
+            std::env::temp_dir().join(format!("qvisor-rootfs-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&base);
         fs::create_dir_all(base.join("root/dir")).expect("mkdir");
         fs::write(base.join("root/dir/file"), b"inside").expect("write");
@@ -197,7 +198,7 @@ mod tests {
 
     #[test]
     fn paths_stay_inside_the_root() {
-        let (base, root) = tree();
+        let (base, root) = tree("paths");
         let ro = libc::O_RDONLY;
         assert_eq!(read(root.open_at(b"/dir/file", ro, 0).unwrap()), "inside");
         assert_eq!(
@@ -216,7 +217,7 @@ mod tests {
 
     #[test]
     fn parents_refuse_dot_names() {
-        let (base, root) = tree();
+        let (base, root) = tree("parents");
         assert!(matches!(root.parent(b"/"), Err(Ok(SpecialName::Dot))));
         assert!(matches!(
             root.parent(b"/dir/.."),

@@ -8,9 +8,9 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod bundle;
 pub mod server;
 pub mod tmp;
-pub mod bundle;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
