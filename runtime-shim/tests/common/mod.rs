@@ -79,6 +79,25 @@ pub fn run_native(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     run(cmd)
 }
 
+/// The arguments of `qrun do OPTS [--env K=V]... -- prog args`.
+fn do_args(
+    opts: Vec<OsString>,
+    env: &[(&str, &str)],
+    prog: &OsStr,
+    args: &[&str],
+) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec!["do".into()];
+    out.extend(opts);
+    for (k, v) in env {
+        out.push("--env".into());
+        out.push(format!("{k}={v}").into());
+    }
+    out.push("--".into());
+    out.push(prog.into());
+    out.extend(args.iter().map(OsString::from));
+    out
+}
+
 /// Runs `qrun do [--env K=V]... -- prog args`: the same program, arguments
 /// and environment as [`run_native`], in a fresh sandbox.
 pub fn run_sandboxed(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
@@ -92,16 +111,8 @@ pub fn run_sandboxed_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Outcome {
-    let mut qrun_args: Vec<OsString> = vec!["do".into()];
-    qrun_args.extend(qrun_opts.iter().map(OsString::from));
-    for (k, v) in env {
-        qrun_args.push("--env".into());
-        qrun_args.push(format!("{k}={v}").into());
-    }
-    qrun_args.push("--".into());
-    qrun_args.push(prog.into());
-    qrun_args.extend(args.iter().map(OsString::from));
-    run_qrun(&qrun_args)
+    let opts: Vec<OsString> = qrun_opts.iter().map(OsString::from).collect();
+    run_qrun(&do_args(opts, env, prog.as_os_str(), args))
 }
 
 /// Runs `qrun` with exactly `args`, in a cleared environment plus `PATH`.
@@ -148,16 +159,8 @@ pub fn run_sandboxed_in(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Outcome {
-    let mut qrun_args: Vec<OsString> = vec!["do".into(), "--rootfs".into(), rootfs.into()];
-    qrun_args.extend(["--cwd".into(), cwd.into()]);
-    for (k, v) in env {
-        qrun_args.push("--env".into());
-        qrun_args.push(format!("{k}={v}").into());
-    }
-    qrun_args.push("--".into());
-    qrun_args.push(prog.into());
-    qrun_args.extend(args.iter().map(OsString::from));
-    run_qrun_stdin(&qrun_args, stdin)
+    let opts = vec!["--rootfs".into(), rootfs.into(), "--cwd".into(), cwd.into()];
+    run_qrun_stdin(&do_args(opts, env, OsStr::new(prog), args), stdin)
 }
 
 /// Asserts that the sandbox did exactly what the native run did, showing a
