@@ -40,10 +40,16 @@ pub fn serve_pending() {
     if bits & control::RECLAIM != 0 {
         reclaim();
     }
+    let park = bits & control::HIBERNATE != 0 && crate::mm::swap::hibernate();
     if bits & control::SIGNAL != 0 {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
     SERVING.store(false, Ordering::Release);
+    if park {
+        // Hibernated outside a blocking call: wait here (requests that
+        // arrive meanwhile are served by the park call's restarts).
+        crate::mm::swap::park();
+    }
 }
 
 /// Returns free memory to the host; returns the bytes handed back.

@@ -2,7 +2,8 @@
 //!
 //! Everything here is pure logic that plain `cargo test` on the host
 //! reaches: the host-call ABI, the bitmap page allocator, page-table entry
-//! helpers, ELF parsing and the initial user stack layout.
+//! helpers, ELF parsing, the initial user stack layout and the swap/REAP file
+//! format.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod abi;
@@ -10,5 +11,6 @@ pub mod bitmap_alloc;
 pub mod elf;
 pub mod layout;
 pub mod pte;
+pub mod swapfile;
 pub mod syscall_names;
 pub mod user_stack;

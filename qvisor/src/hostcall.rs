@@ -10,6 +10,7 @@ use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, PollFd, RET_RESTART};
 
 use crate::control::{ControlChannel, drain};
 use crate::guest_mem::{BadRange, GuestRam};
+use crate::hibernate::{self, Hibernation, Served};
 
 /// What the vCPU loop does after a host call.
 #[derive(Debug)]
@@ -22,11 +23,14 @@ pub enum Outcome {
     Panic(String),
     /// The guest kernel could not boot.
     BootError(String),
+    /// The guest's memory cannot be restored (hibernation).
+    Fatal(String),
 }
 
 /// Host-call state of one sandbox.
 pub struct HostCalls<'a> {
     ram: &'a GuestRam,
+    hib: &'a Hibernation,
     log_level: u64,
     control: Arc<ControlChannel>,
     stats: bool,
@@ -49,12 +53,14 @@ impl<'a> HostCalls<'a> {
     /// Host calls over `ram`, printing guest log lines up to `log_level`.
     pub fn new(
         ram: &'a GuestRam,
+        hib: &'a Hibernation,
         log_level: u64,
         control: Arc<ControlChannel>,
         stats: bool,
     ) -> Self {
         Self {
             ram,
+            hib,
             log_level,
             control,
             stats,
@@ -72,7 +78,8 @@ impl<'a> HostCalls<'a> {
             return Outcome::Resume;
         };
         let a = req.args;
-        let ret = match Call::from_u64(req.call) {
+        let call = Call::from_u64(req.call);
+        let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),
             Some(Call::Exit) => return Outcome::Exit(a[0] as i32),
             Some(Call::Writev) => self.stdio(a[0], a[1], a[2], true),
@@ -83,8 +90,28 @@ impl<'a> HostCalls<'a> {
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
+            Some(
+                c @ (Call::HibernateBegin
+                | Call::SwapOut
+                | Call::ReapOut
+                | Call::HibernatePrepare
+                | Call::HibernateCommit
+                | Call::HibernateAbort
+                | Call::SwapIn
+                | Call::HibernatePark),
+            ) => match hibernate::serve(self.hib, self.ram, c, a) {
+                Some(Served::Ret(r)) => r,
+                Some(Served::Fatal(e)) => return Outcome::Fatal(e.to_string()),
+                None => ENOSYS,
+            },
             None => ENOSYS,
         };
+        // A hibernated guest comes back (REAP prefetch) before it runs.
+        if !hibernate::keeps_hibernated(call)
+            && let Err(e) = self.hib.on_guest_resume(self.ram)
+        {
+            return Outcome::Fatal(e.to_string());
+        }
         req.ret = ret;
         if self.ram.write(gpa, req).is_err() {
             log::warn!("host call record at {gpa:#x} is outside guest RAM");

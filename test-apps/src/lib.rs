@@ -27,6 +27,8 @@ pub const ALL: &[&str] = &[
     "clocks",
     "exit_code",
     "hello",
+    // Hibernation tests and bench: a 64 MiB pattern driven over stdin.
+    "hib_pattern",
     "malloc_stress",
     "reclaim_probe",
     "rust-hello",
