@@ -110,9 +110,6 @@ pub enum Call {
     /// Every page is checked against its checksum; a mismatch stops the
     /// sandbox (the call never returns).
     SwapIn = 70,
-    /// Block until woken (hibernated outside any blocking call). Returns 0
-    /// when woken or [`RET_RESTART`].
-    HibernatePark = 71,
 }
 
 impl Call {
@@ -136,7 +133,6 @@ impl Call {
             68 => Self::HibernateCommit,
             69 => Self::HibernateAbort,
             70 => Self::SwapIn,
-            71 => Self::HibernatePark,
             _ => return None,
         })
     }

@@ -196,6 +196,19 @@ impl GuestRam {
         Ok(())
     }
 
+    /// Atomically ANDs `mask` into the aligned u64 at `gpa`.
+    pub fn atomic_and_u64(&self, gpa: u64, mask: u64) -> Result<(), BadRange> {
+        self.check(gpa, 8)?;
+        if !gpa.is_multiple_of(8) {
+            return Err(BadRange);
+        }
+        let p = (self.host_base() + gpa) as *mut u64;
+        // SAFETY: as in `atomic_or_u64`.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p) };
+        word.fetch_and(mask, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {

@@ -97,8 +97,7 @@ impl<'a> HostCalls<'a> {
                 | Call::HibernatePrepare
                 | Call::HibernateCommit
                 | Call::HibernateAbort
-                | Call::SwapIn
-                | Call::HibernatePark),
+                | Call::SwapIn),
             ) => match hibernate::serve(self.hib, self.ram, c, a) {
                 Some(Served::Ret(r)) => r,
                 Some(Served::Fatal(e)) => return Outcome::Fatal(e.to_string()),

@@ -94,16 +94,17 @@ pub fn put(gpa: u64) {
     }
 }
 
-/// Whether `gpa` is a page the allocator hands out (a user page), not a
-/// chunk's control page or memory outside the pool.
-pub fn owns(gpa: u64) -> bool {
+/// The reference count of `gpa` if it is an allocated user page; 0 for a
+/// free page, a chunk's control page or memory outside the pool.
+pub fn user_refs(gpa: u64) -> u16 {
     let start = POOL_START.load(Ordering::Relaxed);
-    gpa >= start
-        && gpa < POOL_END.load(Ordering::Relaxed)
-        && !gpa.is_multiple_of(CHUNK_SIZE as u64)
-        && FRAMES
-            .refcount(gpa_to_kva(gpa) as usize)
-            .is_ok_and(|n| n > 0)
+    if gpa < start
+        || gpa >= POOL_END.load(Ordering::Relaxed)
+        || gpa.is_multiple_of(CHUNK_SIZE as u64)
+    {
+        return 0;
+    }
+    FRAMES.refcount(gpa_to_kva(gpa) as usize).unwrap_or(0)
 }
 
 /// Drops one reference to a user page whose contents the host is about to

@@ -3,34 +3,39 @@
 //! working set that goes to the REAP file.
 //!
 //! Deflate ([`hibernate`]), with the program stopped (we are in the kernel,
-//! one vCPU, one task):
-//! 1. `HibernateBegin`; walk the user half of the page tables (raw, through
-//!    the direct map: this may run inside a syscall that holds the process
-//!    lock); every present page of the page allocator is either in the
-//!    working set (goes to the REAP file, PTE untouched) or gets a swap slot
-//!    (one per frame: a frame mapped by several PTEs is written once).
-//!    Pages named by an interrupted blocking host call are pinned.
-//! 2. `SwapOut`/`ReapOut` batches of up to 1024 pages; the VMM writes them
-//!    (O_DIRECT from guest RAM) but drops nothing yet. `HibernatePrepare`
-//!    writes the tables. Any failure (disk full): slots are given back,
-//!    `HibernateAbort`, nothing changed.
-//! 3. PTEs become swap entries (present clear, bit 9, slot), frames are
-//!    freed without zeroing, one TLB flush; reclaim hands every free page
-//!    (the swapped frames too) back to the host; `HibernateCommit` drops
-//!    the REAP pages. Outside a blocking call the guest then parks
-//!    (`HibernatePark`); inside one it goes back to waiting, so readiness
-//!    of what it waits on wakes the sandbox (the VMM prefetches the REAP
-//!    file before the guest runs).
+//! one vCPU, one task), streaming: no per-page kernel heap is used, so the
+//! kernel's own footprint does not grow with the program's.
+//! 1. `HibernateBegin`; reclaim; one walk of the user half of the page
+//!    tables (raw, through the direct map: this may run inside a syscall
+//!    that holds the process lock). Each present page of the page
+//!    allocator either belongs to the working set (its PTE keeps the
+//!    frame; the page goes to the REAP file) or gets a swap slot and a swap
+//!    entry in its PTE (present clear, bit 9, slot; a frame mapped by
+//!    several PTEs is written once, under one slot). Pages go to the VMM
+//!    in `SwapOut`/`ReapOut` batches of up to 1024 as the walk goes; the
+//!    VMM writes them (O_DIRECT from guest RAM) but drops nothing yet. Pages
+//!    named by an interrupted blocking host call are pinned.
+//! 2. One TLB flush; `HibernatePrepare` writes the files' tables. Any
+//!    failure (disk full): the PTEs get their frames back, the slots are
+//!    freed, `HibernateAbort`; nothing was lost.
+//! 3. The swapped frames are freed without zeroing; reclaim hands every
+//!    free page (those too) back to the host; `HibernateCommit` drops the
+//!    REAP pages. The guest goes back to the blocking call the request
+//!    interrupted (it deflates nowhere else: a request seen at a syscall
+//!    stays pending until the program waits), so readiness of what it waits
+//!    on wakes the sandbox (the VMM reads the REAP file back before the
+//!    guest runs).
 //!
 //! Swap-in ([`swap_in`]): a fault on a swapped PTE reads the faulting page
 //! and every swapped page of its aligned [`SWAP_IN_PAGES`] window in one
 //! `SwapIn` call, then maps them (not-present -> present: no flush).
 //!
-//! Working set: the pages swapped in since the last hibernation. After a
-//! page-fault wake it becomes the REAP set; after a REAP wake the set is
-//! kept, and widened by the pages swapped in when there were at least
-//! [`RERECORD_FAULTS`] swap faults (the working set moved). Pages no longer
-//! mapped drop out.
+//! Working set, kept in software bits of present PTEs: bit 11 marks a page
+//! swapped in since the last hibernation, bit 10 a page of the working set.
+//! After a page-fault wake the pages swapped in become the working set;
+//! after a REAP wake the set is kept, and widened by the pages swapped in
+//! when there were at least [`RERECORD_FAULTS`] swap faults (the working
+//! set moved). Unmapped pages drop out with their PTEs.
 //!
 //! Rule for kernel code: do not hold user guest-physical addresses across
 //! a host call other than in that call's own arguments (those of a
@@ -42,7 +47,9 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use qlib::abi::{Call, IoVec, MAX_IOVECS, SwapPage};
-use qlib::pte::{ADDR_MASK, HUGE, MAX_SWAP_SLOT, Pte, swap_entry};
+use qlib::pte::{
+    ADDR_MASK, HUGE, MAX_SWAP_SLOT, NO_EXEC, PRESENT, Pte, USER, WRITABLE, swap_entry,
+};
 use spin::Mutex;
 
 use super::addr_space::{AddrSpace, pte_flags};
@@ -59,23 +66,34 @@ pub const RERECORD_FAULTS: u64 = 16;
 struct SwapState {
     /// Reference count of each swap slot (PTEs naming it).
     slots: Vec<u16>,
+    /// During a deflate: the frame (GPA >> 12) each slot allocated by it
+    /// holds, 0 for other slots.
+    moving: Vec<u32>,
     /// No free slot below this index.
     first_free: usize,
-    /// The working set (user addresses) that goes to the REAP file.
-    reap_set: BTreeSet<u64>,
-    /// User pages swapped in since the last hibernation.
-    recorded: BTreeSet<u64>,
+    /// The last hibernation wrote a REAP file.
+    had_reap: bool,
     /// Swap faults since the last hibernation.
     faults: u64,
 }
 
 static STATE: Mutex<SwapState> = Mutex::new(SwapState {
     slots: Vec::new(),
+    moving: Vec::new(),
     first_free: 0,
-    reap_set: BTreeSet::new(),
-    recorded: BTreeSet::new(),
+    had_reap: false,
     faults: 0,
 });
+
+/// Software bit 10 of a present user PTE (ignored by the MMU): the page is
+/// in the working set and goes to the REAP file.
+const PTE_WORKING_SET: u64 = 1 << 10;
+/// Software bit 11 of a present user PTE: swapped in since the last
+/// hibernation.
+const PTE_RECORDED: u64 = 1 << 11;
+/// Bits of a PTE a swap entry keeps, so an aborted deflate can restore it
+/// (the MMU ignores every bit of a not-present entry).
+const KEPT_FLAGS: u64 = WRITABLE | USER | NO_EXEC;
 
 /// The blocking host call a control request interrupted, if any.
 static IN_FLIGHT: Mutex<Option<(Call, [u64; 6])>> = Mutex::new(None);
@@ -96,6 +114,7 @@ impl SwapState {
                 return None;
             }
             self.slots.push(0);
+            self.moving.push(0);
         }
         let slot = self.first_free;
         self.slots[slot] = 1;
@@ -125,7 +144,6 @@ pub fn release(pte: Pte) {
 
 /// A present user page found by the walk.
 struct Mapped {
-    va: u64,
     leaf: *mut u64,
     gpa: u64,
 }
@@ -160,9 +178,7 @@ fn walk_user(pgd: u64, f: &mut dyn FnMut(Mapped)) {
                     // SAFETY: as above.
                     let e1 = Pte(unsafe { *leaf });
                     if e1.present() {
-                        let va = (i4 << 39) | (i3 << 30) | (i2 << 21) | (i1 << 12);
                         f(Mapped {
-                            va,
                             leaf,
                             gpa: e1.addr(),
                         });
@@ -184,7 +200,7 @@ fn in_flight_pins(in_flight: Option<(Call, [u64; 6])>) -> Result<BTreeSet<u64>, 
     };
     match call {
         // Kernel buffers only (the PollFd array is a kernel copy).
-        Call::Sleep | Call::Poll | Call::HibernatePark => {}
+        Call::Sleep | Call::Poll => {}
         Call::Readv | Call::Writev => {
             let count = args[2].min(MAX_IOVECS);
             for i in 0..count {
@@ -203,83 +219,185 @@ fn in_flight_pins(in_flight: Option<(Call, [u64; 6])>) -> Result<BTreeSet<u64>, 
     Ok(pins)
 }
 
-/// What one deflate does.
-struct Plan {
-    /// PTEs that become swap entries, with their slot.
-    swap: Vec<(*mut u64, u64, u64)>,
-    /// Distinct frames to write, with their slot.
-    out: Vec<SwapPage>,
-    /// Frames of the working set (REAP file), in address order.
-    reap: Vec<IoVec>,
-    reap_pages: u64,
-    reap_set: BTreeSet<u64>,
+/// Which present pages go to the REAP file (module doc).
+#[derive(Clone, Copy)]
+enum Select {
+    /// Those swapped in since the last hibernation.
+    Recorded,
+    /// The working set kept from the last hibernation.
+    WorkingSet,
+    /// Both: the working set moved.
+    Both,
 }
 
-fn plan(st: &mut SwapState, pins: &BTreeSet<u64>) -> Result<Plan, i64> {
-    let wanted = &st.reap_set;
-    let mut p = Plan {
-        swap: Vec::new(),
-        out: Vec::new(),
-        reap: Vec::new(),
-        reap_pages: 0,
-        reap_set: BTreeSet::new(),
-    };
-    let mut slot_of: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut reap_frames: BTreeSet<u64> = BTreeSet::new();
-    let mut mapped = Vec::new();
-    walk_user(arch::cr3() & ADDR_MASK, &mut |m| mapped.push(m));
-    // Working-set pages first, so a frame mapped twice stays whole.
-    for m in &mapped {
-        if wanted.contains(&m.va) && !pins.contains(&m.gpa) && frames::owns(m.gpa) {
-            p.reap_set.insert(m.va);
-            if reap_frames.insert(m.gpa) {
-                match p.reap.last_mut() {
-                    Some(last) if last.gpa + last.len == m.gpa => last.len += 4096,
-                    _ => p.reap.push(IoVec {
-                        gpa: m.gpa,
-                        len: 4096,
-                    }),
-                }
-                p.reap_pages += 1;
-            }
+impl Select {
+    fn bits(self) -> u64 {
+        match self {
+            Self::Recorded => PTE_RECORDED,
+            Self::WorkingSet => PTE_WORKING_SET,
+            Self::Both => PTE_RECORDED | PTE_WORKING_SET,
         }
     }
-    let mut failed = false;
-    for m in mapped {
-        if pins.contains(&m.gpa) || reap_frames.contains(&m.gpa) || !frames::owns(m.gpa) {
-            continue;
+}
+
+/// A host-call list filled as the walk goes and sent when full.
+struct Batch<T> {
+    call: Call,
+    items: Vec<T>,
+    rc: i64,
+}
+
+impl<T> Batch<T> {
+    fn new(call: Call) -> Self {
+        Self {
+            call,
+            items: Vec::with_capacity(MAX_IOVECS as usize),
+            rc: 0,
         }
-        let slot = match slot_of.get(&m.gpa) {
-            Some(&s) => {
-                st.slots[s as usize] = st.slots[s as usize].saturating_add(1);
-                s
+    }
+
+    fn flush(&mut self) {
+        if self.rc >= 0 && !self.items.is_empty() {
+            self.rc = send(self.call, &self.items);
+        }
+        self.items.clear();
+    }
+
+    fn push(&mut self, item: T) {
+        self.items.push(item);
+        if self.items.len() as u64 == MAX_IOVECS {
+            self.flush();
+        }
+    }
+}
+
+impl Batch<IoVec> {
+    fn push_page(&mut self, gpa: u64) {
+        match self.items.last_mut() {
+            Some(last) if last.gpa + last.len == gpa => last.len += 4096,
+            _ => self.push(IoVec { gpa, len: 4096 }),
+        }
+    }
+}
+
+/// What one deflate did.
+#[derive(Default)]
+struct Counts {
+    swapped: u64,
+    ptes: u64,
+    reap: u64,
+}
+
+/// The deflate walk: swap entries into PTEs, pages to the VMM in batches.
+/// Returns the counts, or the first error (then [`undo`] runs).
+fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<Counts, i64> {
+    let mut out = Batch::<SwapPage>::new(Call::SwapOut);
+    let mut reap = Batch::<IoVec>::new(Call::ReapOut);
+    // Frames mapped more than once: their one slot. They always go to the
+    // swap file (a frame cannot be both kept and moved).
+    let mut shared: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut n = Counts::default();
+    let mut full = false;
+    walk_user(arch::cr3() & ADDR_MASK, &mut |m| {
+        if full || out.rc < 0 || reap.rc < 0 || pins.contains(&m.gpa) {
+            return;
+        }
+        let refs = frames::user_refs(m.gpa);
+        if refs == 0 {
+            return;
+        }
+        // SAFETY: `m.leaf` is a live leaf entry found by the walk.
+        let pte = unsafe { *m.leaf };
+        if refs == 1 && pte & select.bits() != 0 {
+            // SAFETY: as above; software bits only, the mapping stays.
+            unsafe { *m.leaf = (pte | PTE_WORKING_SET) & !PTE_RECORDED };
+            reap.push_page(m.gpa);
+            n.reap += 1;
+            return;
+        }
+        let slot = match shared.get(&m.gpa) {
+            Some(&slot) => {
+                st.slots[slot as usize] = st.slots[slot as usize].saturating_add(1);
+                slot
             }
             None => {
-                let Some(s) = st.alloc_slot() else {
-                    failed = true;
-                    break;
+                let Some(slot) = st.alloc_slot() else {
+                    full = true;
+                    return;
                 };
-                slot_of.insert(m.gpa, s);
-                p.out.push(SwapPage {
-                    gpa: m.gpa,
-                    slot: s,
-                });
-                s
+                st.moving[slot as usize] = (m.gpa >> 12) as u32;
+                if refs > 1 {
+                    shared.insert(m.gpa, slot);
+                }
+                out.push(SwapPage { gpa: m.gpa, slot });
+                n.swapped += 1;
+                slot
             }
         };
-        p.swap.push((m.leaf, slot, m.gpa));
-    }
-    if failed {
-        rollback(st, &p);
+        // SAFETY: as above. Present -> not present: flushed after the walk.
+        unsafe { *m.leaf = swap_entry(slot).0 | (pte & KEPT_FLAGS) };
+        n.ptes += 1;
+    });
+    out.flush();
+    reap.flush();
+    arch::flush_tlb();
+    if full {
         return Err(-(crate::errno::Errno::ENOSPC as i64));
     }
-    Ok(p)
+    if out.rc < 0 {
+        return Err(out.rc);
+    }
+    if reap.rc < 0 {
+        return Err(reap.rc);
+    }
+    Ok(n)
 }
 
-fn rollback(st: &mut SwapState, p: &Plan) {
-    for &(_, slot, _) in &p.swap {
-        st.put_slot(slot);
+/// Rolls a failed deflate back: PTEs of the slots it allocated point at
+/// their frames again, and the slots are free.
+fn undo(st: &mut SwapState) {
+    let table = |gpa: u64| gpa_to_kva(gpa) as *mut u64;
+    let pgd = arch::cr3() & ADDR_MASK;
+    // Reads and writes below: page-table pages of the current address
+    // space, as in `walk_user`.
+    for i4 in 0..256usize {
+        // SAFETY: see above.
+        let e4 = Pte(unsafe { *table(pgd).add(i4) });
+        if !e4.present() {
+            continue;
+        }
+        for i3 in 0..512usize {
+            // SAFETY: see above.
+            let e3 = Pte(unsafe { *table(e4.addr()).add(i3) });
+            if !e3.present() || e3.0 & HUGE != 0 {
+                continue;
+            }
+            for i2 in 0..512usize {
+                // SAFETY: see above.
+                let e2 = Pte(unsafe { *table(e3.addr()).add(i2) });
+                if !e2.present() || e2.0 & HUGE != 0 {
+                    continue;
+                }
+                for i1 in 0..512usize {
+                    let leaf = table(e2.addr()).wrapping_add(i1);
+                    // SAFETY: see above.
+                    let pte = Pte(unsafe { *leaf });
+                    if !pte.swapped() {
+                        continue;
+                    }
+                    let slot = pte.swap_slot() as usize;
+                    let frame = st.moving.get(slot).copied().unwrap_or(0);
+                    if frame != 0 {
+                        let gpa = u64::from(frame) << 12;
+                        // SAFETY: see above; not present -> present.
+                        unsafe { *leaf = Pte::new(gpa, (pte.0 & KEPT_FLAGS) | PRESENT).0 };
+                        st.put_slot(slot as u64);
+                    }
+                }
+            }
+        }
     }
+    st.moving.iter_mut().for_each(|m| *m = 0);
 }
 
 /// Sends `items` in batches of at most [`MAX_IOVECS`].
@@ -296,18 +414,23 @@ fn send<T>(call: Call, items: &[T]) -> i64 {
     total
 }
 
-/// Serves a hibernate request; returns whether the caller should park
-/// (the request came outside a blocking host call).
-pub fn hibernate() -> bool {
+/// Whether a blocking host call was cut short for the request being served.
+pub fn in_blocking_call() -> bool {
+    IN_FLIGHT.lock().is_some()
+}
+
+/// Serves a hibernate request, from inside an interrupted blocking host
+/// call, which is reissued afterwards: the sandbox stays hibernated while
+/// it waits.
+pub fn hibernate() {
     // Read before any host call of ours, which resets it.
     let in_flight = *IN_FLIGHT.lock();
     if hostcall::call(Call::HibernateBegin, [0; 6]) < 0 {
         log::debug!("stale hibernate request ignored");
-        return false;
+        return;
     }
     let abort = |rc: i64| {
         hostcall::call(Call::HibernateAbort, [rc as u64, 0, 0, 0, 0, 0]);
-        false
     };
     let pins = match in_flight_pins(in_flight) {
         Ok(p) => p,
@@ -319,59 +442,54 @@ pub fn hibernate() -> bool {
     // Reclaim first: the walk and the writes then start from a lean guest.
     crate::control::reclaim();
     let mut st = STATE.lock();
-    // The working set: see the module doc.
-    let recorded = core::mem::take(&mut st.recorded);
-    let faults = core::mem::take(&mut st.faults);
-    if st.reap_set.is_empty() {
-        st.reap_set = recorded;
-    } else if faults >= RERECORD_FAULTS {
-        log::debug!("{faults} swap faults after a REAP wake: re-recording the working set");
-        st.reap_set.extend(recorded);
-    }
-    let p = match plan(&mut st, &pins) {
-        Ok(p) => p,
-        Err(rc) => return abort(rc),
+    let select = if !st.had_reap {
+        Select::Recorded
+    } else if st.faults >= RERECORD_FAULTS {
+        log::debug!(
+            "{} swap faults after a REAP wake: widening the working set",
+            st.faults
+        );
+        Select::Both
+    } else {
+        Select::WorkingSet
     };
-    let mut rc = send(Call::SwapOut, &p.out);
-    if rc >= 0 {
-        rc = send(Call::ReapOut, &p.reap);
+    let result = deflate(&mut st, &pins, select).and_then(|n| {
+        match hostcall::call(Call::HibernatePrepare, [0; 6]) {
+            rc if rc < 0 => Err(rc),
+            _ => Ok(n),
+        }
+    });
+    let n = match result {
+        Ok(n) => n,
+        Err(rc) => {
+            undo(&mut st);
+            arch::flush_tlb();
+            log::warn!("hibernation aborted: {rc}");
+            return abort(rc);
+        }
+    };
+    // The frames of the swapped PTEs are free once every PTE let go.
+    for slot in 0..st.moving.len() {
+        let frame = core::mem::take(&mut st.moving[slot]);
+        if frame != 0 {
+            for _ in 0..st.slots[slot] {
+                frames::put_swapped(u64::from(frame) << 12);
+            }
+        }
     }
-    if rc >= 0 {
-        rc = hostcall::call(Call::HibernatePrepare, [0; 6]);
-    }
-    if rc < 0 {
-        rollback(&mut st, &p);
-        log::warn!("hibernation aborted: {rc}");
-        return abort(rc);
-    }
-    for &(leaf, slot, gpa) in &p.swap {
-        // SAFETY: `leaf` is a live leaf entry found by the walk; nothing
-        // changed the page tables since (one vCPU, the program is stopped).
-        unsafe { *leaf = swap_entry(slot).0 };
-        frames::put_swapped(gpa);
-    }
-    arch::flush_tlb();
-    st.reap_set = p.reap_set;
+    st.had_reap = n.reap > 0;
+    st.faults = 0;
     drop(st);
     // Hands the swapped frames (now free) back to the host with the rest.
     crate::control::reclaim();
-    hostcall::call(
-        Call::HibernateCommit,
-        [p.out.len() as u64, p.reap_pages, 0, 0, 0, 0],
-    );
+    hostcall::call(Call::HibernateCommit, [n.swapped, n.reap, 0, 0, 0, 0]);
     log::debug!(
         "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned",
-        p.out.len(),
-        p.swap.len(),
-        p.reap_pages,
+        n.swapped,
+        n.ptes,
+        n.reap,
         pins.len()
     );
-    in_flight.is_none()
-}
-
-/// Waits, hibernated, until the VMM wakes the sandbox.
-pub fn park() {
-    hostcall::call(Call::HibernatePark, [0; 6]);
 }
 
 /// Resolves a fault on the swapped page `page` of `vma`: reads it and the
@@ -407,14 +525,13 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
         free_batch(&batch);
         return Err(FaultError::Oom);
     }
-    let flags = pte_flags(vma.prot);
+    let flags = pte_flags(vma.prot) | PTE_RECORDED;
     let mut st = STATE.lock();
     st.faults += 1;
-    for (va, leaf, sp) in batch {
+    for (_, leaf, sp) in batch {
         // SAFETY: as above; not-present -> present needs no TLB flush.
         unsafe { *leaf = Pte::new(sp.gpa, flags).0 };
         st.put_slot(sp.slot);
-        st.recorded.insert(va);
     }
     Ok(())
 }

@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use qlib::abi::{IoVec, RET_RESTART, SwapPage, control};
+use qlib::abi::{IoVec, SwapPage, control};
 
 use super::SwapError;
 use super::reap::ReapFile;
 use super::swap::SwapFile;
-use crate::control::{ControlChannel, drain};
+use crate::control::ControlChannel;
 use crate::ctl::Status;
 use crate::guest_mem::GuestRam;
 
@@ -96,8 +96,8 @@ struct Inner {
     aborted: Option<String>,
     /// Why the sandbox failed.
     failure: Option<String>,
-    /// The guest waits in `HibernatePark`.
-    parked: bool,
+    /// The guest started deflating (a request can no longer be cancelled).
+    begun: bool,
 }
 
 /// The controller of one sandbox.
@@ -110,8 +110,18 @@ pub struct Hibernation {
     channel: Arc<ControlChannel>,
 }
 
-/// How long a control-socket hibernate request waits for the guest.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a control-socket hibernate request waits for the guest to
+/// start deflating (it does when the program next waits in a blocking
+/// call); then the request is cancelled.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Gives the VMM's freed heap (file tables, iovec lists) back to the host,
+/// so that a hibernated sandbox's PSS is not kept up by malloc's caches.
+fn trim_heap() {
+    // SAFETY: malloc_trim has no preconditions; it only returns free
+    // memory of malloc's arenas to the kernel.
+    unsafe { libc::malloc_trim(0) };
+}
 
 fn errno_text(rc: i64) -> String {
     std::io::Error::from_raw_os_error((-rc) as i32).to_string()
@@ -159,6 +169,12 @@ impl Inner {
 impl Hibernation {
     /// A controller whose files go in `dir` (created lazily).
     pub fn new(dir: PathBuf, channel: Arc<ControlChannel>) -> Self {
+        // Large buffers (file tables, iovec lists) get their own mappings and
+        // go back to the host when freed: a fixed threshold stops glibc
+        // from raising it after the first free and keeping them in an arena.
+        // SAFETY: mallopt only tunes the allocator; called before any of
+        // those buffers exist.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10) };
         Self {
             inner: Mutex::new(Inner {
                 state: State::Running,
@@ -169,7 +185,7 @@ impl Hibernation {
                 started: None,
                 aborted: None,
                 failure: None,
-                parked: false,
+                begun: false,
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
@@ -205,18 +221,32 @@ impl Hibernation {
         i.transition(Event::Request, why)?;
         i.started = Some(Instant::now());
         i.aborted = None;
+        i.begun = false;
         self.channel.post(ram, control::HIBERNATE);
         if !wait {
             drop(i);
             return Ok(self.status());
         }
-        let (i, timeout) = self
+        let (mut i, _) = self
             .changed
-            .wait_timeout_while(i, REQUEST_TIMEOUT, |i| i.state == State::Hibernating)
+            .wait_timeout_while(i, REQUEST_TIMEOUT, |i| {
+                i.state == State::Hibernating && !i.begun
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        if i.state == State::Hibernating && !i.begun {
+            // The program never waited: take the request back.
+            let _ = ram.atomic_and_u64(qlib::layout::CONTROL_GPA, !control::HIBERNATE);
+            i.aborted = Some(SwapError::NoAnswer.to_string());
+            let _ = i.transition(Event::Abort, "cancelled: the guest did not wait");
+            return Err(SwapError::NoAnswer);
+        }
+        // Deflating: it ends one way or the other.
+        let i = self
+            .changed
+            .wait_while(i, |i| i.state == State::Hibernating)
             .unwrap_or_else(|e| e.into_inner());
         let result = match i.state {
             State::Hibernated => Ok(()),
-            State::Hibernating if timeout.timed_out() => Err(SwapError::NoAnswer),
             _ => Err(SwapError::Aborted(
                 i.aborted.clone().unwrap_or_else(|| "unknown".into()),
             )),
@@ -272,9 +302,6 @@ impl Hibernation {
                 i.transition(Event::WakeDone, "REAP pages back")?;
                 log::info!("woken in {} us, {bytes} bytes read back", i.stats.wake_us);
                 self.hold.store(false, Ordering::Release);
-                if i.parked {
-                    self.channel.poke();
-                }
                 self.changed.notify_all();
                 Ok(())
             }
@@ -304,6 +331,7 @@ impl Hibernation {
         if i.state != State::Hibernating {
             return -(libc::EINVAL as i64);
         }
+        i.begun = true;
         match i.reap() {
             Ok(r) => {
                 r.reset();
@@ -344,11 +372,11 @@ impl Hibernation {
             return -(libc::EINVAL as i64);
         }
         let mut r = Ok(0);
-        if let Some(s) = i.swap.as_ref() {
+        if let Some(s) = i.swap.as_mut() {
             r = s.finish().map(|()| 0);
         }
         if r.is_ok()
-            && let Some(f) = i.reap.as_ref()
+            && let Some(f) = i.reap.as_mut()
         {
             r = f.finish().map(|()| 0);
         }
@@ -377,6 +405,9 @@ impl Hibernation {
         {
             r.drop_pages(ram);
         }
+        if let Some(s) = i.swap.as_mut() {
+            s.release_table();
+        }
         let us = i.started.map_or(0, |t| t.elapsed().as_micros() as u64);
         i.stats.hibernations += 1;
         i.stats.swapped_out_bytes = (swapped + reap_pages) * 4096;
@@ -390,6 +421,7 @@ impl Hibernation {
         }
         self.hold.store(true, Ordering::Release);
         self.changed.notify_all();
+        trim_heap();
         0
     }
 
@@ -423,37 +455,6 @@ impl Hibernation {
                 log::error!("swap-in failed: {e}");
                 self.fail(&mut i, &e);
                 Err(e)
-            }
-        }
-    }
-
-    /// `HibernatePark`: waits while hibernated. Returns 0 when woken,
-    /// `RET_RESTART` when a control request is pending.
-    pub fn park(&self) -> i64 {
-        let eventfd = &self.channel.eventfd;
-        loop {
-            {
-                let mut i = self.lock();
-                if i.state != State::Hibernated {
-                    i.parked = false;
-                    return 0;
-                }
-                i.parked = true;
-            }
-            let mut fds = [libc::pollfd {
-                fd: std::os::fd::AsRawFd::as_raw_fd(eventfd),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            // SAFETY: `fds` is a valid array of one pollfd.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, -1) };
-            if n > 0 && drain(eventfd) {
-                let mut i = self.lock();
-                if i.state == State::Hibernated {
-                    return RET_RESTART;
-                }
-                i.parked = false;
-                return 0;
             }
         }
     }

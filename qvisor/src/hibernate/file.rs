@@ -146,8 +146,8 @@ impl PageFile {
     }
 
     /// Writes the table of `entries` and then the header: the file is
-    /// valid only once this returned.
-    pub fn write_meta(&self, entries: &[Entry]) -> Result<(), SwapError> {
+    /// valid only once this returned. Returns the table's checksum.
+    pub fn write_meta(&self, entries: &[Entry]) -> Result<u32, SwapError> {
         let n = entries.len() as u64;
         let table: Vec<u8> = entries.iter().flat_map(|e| e.encode()).collect();
         let header = Header {
@@ -161,18 +161,23 @@ impl PageFile {
             .write_all_at(&table, swapfile::table_offset(n))
             .and_then(|()| self.meta.set_len(swapfile::file_len(n)))
             .and_then(|()| self.meta.write_all_at(&block, 0))
-            .map_err(self.io("writing"))
+            .map_err(self.io("writing"))?;
+        Ok(header.table_crc)
     }
 
     /// Reads and checks the header and table, refusing more than `cap`
-    /// pages.
-    pub fn read_meta(&self, cap: u64) -> Result<Vec<Entry>, SwapError> {
+    /// pages and any table but `expect` (page count, table checksum: what
+    /// this sandbox wrote).
+    pub fn read_meta(&self, cap: u64, expect: (u64, u32)) -> Result<Vec<Entry>, SwapError> {
         let bad = |e| SwapError::Format(self.path_string(), e);
         let mut head = [0u8; swapfile::HEADER_LEN];
         self.meta
             .read_exact_at(&mut head, 0)
             .map_err(|_| bad(FormatError::Truncated))?;
         let header = Header::decode(&head, self.kind, cap).map_err(bad)?;
+        if (header.page_count, header.table_crc) != expect {
+            return Err(bad(FormatError::TableChecksum));
+        }
         let len = self.meta.metadata().map_err(self.io("reading"))?.len();
         if len < swapfile::file_len(header.page_count) {
             return Err(bad(FormatError::Truncated));

@@ -4,7 +4,7 @@
 //! state directory that holds them.
 //!
 //! The guest deflates itself (qkernel `mm::swap`) through the host calls
-//! 64..=71 served by [`serve`]. Every other host call that returns to the
+//! 64..=70 served by [`serve`]. Every other host call that returns to the
 //! guest goes through [`Hibernation::on_guest_resume`] (from
 //! `HostCalls::serve`), which wakes a hibernated sandbox — reads the REAP
 //! file back — before the guest can touch its memory: that is how a
@@ -53,8 +53,8 @@ pub enum SwapError {
     /// The request does not fit the current state.
     #[error("sandbox is {0}: cannot {1}")]
     State(&'static str, String),
-    /// The guest did not serve a hibernate request in time.
-    #[error("the guest has not answered the hibernate request yet (it does at its next syscall)")]
+    /// The program did not wait in a blocking call in time.
+    #[error("hibernate request cancelled: the program did not wait for anything (busy) in time")]
     NoAnswer,
     /// The guest rolled the hibernation back.
     #[error("hibernation aborted, sandbox still running: {0}")]
@@ -78,7 +78,8 @@ impl SwapError {
 
 /// Whether returning from `call` leaves a hibernated guest hibernated
 /// (the guest touches no user memory after it): the hibernation calls
-/// themselves, logging, reclaim and the final calls. Every other call —
+/// that deflate, logging, reclaim and the final calls. Every other call —
+/// a swap fault too —
 /// including any new blocking wait — wakes the sandbox first.
 pub fn keeps_hibernated(call: Option<Call>) -> bool {
     matches!(
@@ -95,8 +96,6 @@ pub fn keeps_hibernated(call: Option<Call>) -> bool {
                 | Call::HibernatePrepare
                 | Call::HibernateCommit
                 | Call::HibernateAbort
-                | Call::SwapIn
-                | Call::HibernatePark
         )
     )
 }
@@ -109,7 +108,7 @@ pub enum Served {
     Fatal(SwapError),
 }
 
-/// Serves the hibernation host calls (64..=71); `None` for other calls.
+/// Serves the hibernation host calls (64..=70); `None` for other calls.
 pub fn serve(hib: &Hibernation, ram: &GuestRam, call: Call, a: [u64; 6]) -> Option<Served> {
     const EFAULT: i64 = -(libc::EFAULT as i64);
     let ret = match call {
@@ -132,7 +131,6 @@ pub fn serve(hib: &Hibernation, ram: &GuestRam, call: Call, a: [u64; 6]) -> Opti
             },
             Err(_) => EFAULT,
         },
-        Call::HibernatePark => hib.park(),
         _ => return None,
     };
     Some(Served::Ret(ret))

@@ -18,8 +18,10 @@ pub const FILE_NAME: &str = "reap.qreap";
 /// The sandbox's REAP file.
 pub struct ReapFile {
     file: PageFile,
-    /// One entry per page, in file order.
+    /// One entry per page, in file order; released at commit.
     entries: Vec<Entry>,
+    /// Pages and table checksum of the file as written.
+    written: (u64, u32),
     /// Whether the pages were dropped from guest RAM (and must come back
     /// before the guest runs).
     dropped: bool,
@@ -43,6 +45,7 @@ impl ReapFile {
         Ok(Self {
             file: PageFile::create(dir.join(FILE_NAME), Kind::Reap)?,
             entries: Vec::new(),
+            written: (0, 0),
             dropped: false,
         })
     }
@@ -50,6 +53,7 @@ impl ReapFile {
     /// Starts a new REAP file (a new hibernation).
     pub fn reset(&mut self) {
         self.entries.clear();
+        self.written = (0, 0);
         self.dropped = false;
     }
 
@@ -89,8 +93,10 @@ impl ReapFile {
     }
 
     /// Writes the table and header.
-    pub fn finish(&self) -> Result<(), SwapError> {
-        self.file.write_meta(&self.entries)
+    pub fn finish(&mut self) -> Result<(), SwapError> {
+        let crc = self.file.write_meta(&self.entries)?;
+        self.written = (self.entries.len() as u64, crc);
+        Ok(())
     }
 
     /// Drops the pages from guest RAM (commit); they must be read back
@@ -101,6 +107,8 @@ impl ReapFile {
                 log::warn!("REAP: could not drop {gpa:#x}+{len:#x}");
             }
         }
+        // The file holds the table now; `written` identifies it.
+        self.entries = Vec::new();
         self.dropped = true;
     }
 
@@ -112,14 +120,10 @@ impl ReapFile {
         if !self.dropped {
             return Ok(0);
         }
-        let entries = self.file.read_meta(ram.size() / swapfile::PAGE)?;
-        if entries != self.entries {
-            // Not what this sandbox wrote: refuse before touching RAM.
-            return Err(SwapError::Format(
-                self.file.path().display().to_string(),
-                FormatError::TableChecksum,
-            ));
-        }
+        // Refused before RAM is touched unless it is what we wrote.
+        let entries = self
+            .file
+            .read_meta(ram.size() / swapfile::PAGE, self.written)?;
         let mut iov = Vec::new();
         for (gpa, len) in runs(&entries) {
             iov.push(
@@ -141,7 +145,7 @@ impl ReapFile {
         }
         self.dropped = false;
         let bytes = entries.len() as u64 * swapfile::PAGE;
-        self.entries.clear();
+        self.written = (0, 0);
         self.file.clear()?;
         Ok(bytes)
     }

@@ -18,8 +18,10 @@ pub const FILE_NAME: &str = "swap.qswap";
 /// The sandbox's swap file.
 pub struct SwapFile {
     file: PageFile,
-    /// Entry of each slot.
+    /// Entry of each slot; empty while hibernated (the file has it).
     table: Vec<Entry>,
+    /// Slots and checksum of the table last written.
+    written: (u64, u32),
 }
 
 /// Runs of `pages` with consecutive slots, as `(first slot, pages)`.
@@ -50,6 +52,7 @@ impl SwapFile {
         Ok(Self {
             file: PageFile::create(dir.join(FILE_NAME), Kind::Swap)?,
             table: Vec::new(),
+            written: (0, 0),
         })
     }
 
@@ -86,13 +89,25 @@ impl SwapFile {
     }
 
     /// Writes the table and header.
-    pub fn finish(&self) -> Result<(), SwapError> {
-        self.file.write_meta(&self.table)
+    pub fn finish(&mut self) -> Result<(), SwapError> {
+        let crc = self.file.write_meta(&self.table)?;
+        self.written = (self.table.len() as u64, crc);
+        Ok(())
     }
 
-    /// Re-reads the table from the file (at wake), checking the header.
+    /// Frees the in-memory table (hibernated: the file holds it).
+    pub fn release_table(&mut self) {
+        self.table = Vec::new();
+    }
+
+    /// Reads the table back from the file if it was released (at wake),
+    /// checking the header and that it is the table this sandbox wrote.
     pub fn reload(&mut self, ram: &GuestRam) -> Result<(), SwapError> {
-        self.table = self.file.read_meta(ram.size() / swapfile::PAGE)?;
+        if self.table.is_empty() && self.written.0 > 0 {
+            self.table = self
+                .file
+                .read_meta(ram.size() / swapfile::PAGE, self.written)?;
+        }
         Ok(())
     }
 
