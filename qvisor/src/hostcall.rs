@@ -100,7 +100,7 @@ impl<'a> HostCalls<'a> {
                 | Call::SwapIn),
             ) => match hibernate::serve(self.hib, self.ram, c, a) {
                 Some(Served::Ret(r)) => r,
-                Some(Served::Fatal(e)) => return Outcome::Fatal(e.to_string()),
+                Some(Served::Fatal(e)) => return Outcome::Fatal(hibernate::report(&e)),
                 None => ENOSYS,
             },
             None => ENOSYS,
@@ -109,7 +109,7 @@ impl<'a> HostCalls<'a> {
         if !hibernate::keeps_hibernated(call)
             && let Err(e) = self.hib.on_guest_resume(self.ram)
         {
-            return Outcome::Fatal(e.to_string());
+            return Outcome::Fatal(hibernate::report(&e));
         }
         req.ret = ret;
         if self.ram.write(gpa, req).is_err() {

@@ -183,7 +183,7 @@ fn control_request(
     hib: &Hibernation,
     req: ctl::Request,
 ) -> Result<ctl::Status, String> {
-    let e = |e: hibernate::SwapError| e.to_string();
+    let e = |e: hibernate::SwapError| hibernate::report(&e);
     match req {
         ctl::Request::Status => Ok(hib.status()),
         ctl::Request::Signal(n) => {

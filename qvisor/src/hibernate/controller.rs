@@ -306,8 +306,8 @@ impl Hibernation {
                 Ok(())
             }
             Err(e) => {
-                log::error!("wake failed: {e}");
-                i.failure = Some(e.to_string());
+                log::error!("wake failed: {}", super::report(&e));
+                i.failure = Some(super::report(&e));
                 i.transition(Event::Fail, "wake failed")?;
                 // Unblock the guest's wait so the vCPU thread stops it.
                 self.channel.poke();
@@ -319,7 +319,7 @@ impl Hibernation {
 
     /// Marks the sandbox failed (the vCPU loop stops it).
     fn fail(&self, i: &mut Inner, e: &SwapError) {
-        i.failure = Some(e.to_string());
+        i.failure = Some(super::report(e));
         let _ = i.transition(Event::Fail, "swap-in failed");
         self.hold.store(true, Ordering::Release);
         self.changed.notify_all();
@@ -339,7 +339,7 @@ impl Hibernation {
             }
             Err(e) => {
                 log::error!("{e}");
-                i.aborted = Some(e.to_string());
+                i.aborted = Some(super::report(&e));
                 -(libc::EIO as i64)
             }
         }
@@ -387,8 +387,8 @@ impl Hibernation {
         match r {
             Ok(n) => n as i64,
             Err(e) => {
-                log::error!("hibernation: {e}");
-                i.aborted = Some(e.to_string());
+                log::error!("hibernation: {}", super::report(&e));
+                i.aborted = Some(super::report(&e));
                 -(e.errno() as i64)
             }
         }
@@ -452,7 +452,7 @@ impl Hibernation {
                 Ok(bytes as i64)
             }
             Err(e) => {
-                log::error!("swap-in failed: {e}");
+                log::error!("swap-in failed: {}", super::report(&e));
                 self.fail(&mut i, &e);
                 Err(e)
             }

@@ -64,6 +64,18 @@ pub enum SwapError {
     Failed(String),
 }
 
+/// `e` and its sources, for the control socket and logs.
+pub fn report(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
 impl SwapError {
     /// The errno the guest sees for this error.
     pub fn errno(&self) -> i32 {
