@@ -27,13 +27,15 @@
 //! | `http_rps`, `http_p50_us`, `http_p99_us` | keep-alive `GET /` to `http_server` in `qrun do`, `wrk -t1 -c1 --latency`, 3 x 5 s ([`http`]); optional until the guest has sockets | p50 <= 150 µs |
 //! | `http_native_*` | the same server run natively, rounds interleaved | |
 //! | `http_host_calls_per_req` | (host calls of a loaded sandbox - those of one serving only `/quit`) / requests, from `qrun do --stats` | <= 4 |
+//! | `hib.<workload>.*` | hibernation with 10 sandboxes per workload ([`hibernate`]): first-request latency cold, warm, after a page-fault wake, a REAP wake and an explicit wake; PSS warm, hibernated, woken; swap faults and bytes read per wake; CPU while hibernated | hibernated PSS <= 5% of warm (64 MiB) / <= 2 MiB (hello); REAP/page-fault <= 0.2; REAP/cold <= 0.2; 0 CPU |
 //! | `reclaim_ms` | SIGUSR1 to qrun until its RSS falls, after the guest freed 1 GiB ([`reclaim`]); optional, n/a with a reason if unsupported | <= 150 ms |
 //!
 //! Each guest metric has a `*_native_us` twin from the same program run
 //! directly on the host. The guest programs time themselves with
 //! `CLOCK_MONOTONIC`; each is run 10 times per side (3 with `--quick`).
-//! `--quick` also cuts `hello` to 10 runs, reclaim to one and http to one
-//! 2 s round per side.
+//! `--quick` also cuts `hello` to 10 runs, reclaim to one, http to one
+//! 2 s round per side and the hibernation sandboxes to 3 per workload.
+//! `--only-hibernate` runs just the hibernation part.
 
 #![deny(unsafe_code)]
 
@@ -43,6 +45,7 @@
 )]
 mod alloc_bench;
 mod guest;
+mod hibernate;
 mod http;
 mod metric;
 mod oci;
@@ -57,10 +60,11 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str = "usage: bench [--quick] [--out PATH] [--qrun PATH]";
+const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH]";
 
 struct Options {
     quick: bool,
+    only_hibernate: bool,
     out: PathBuf,
     qrun: Option<PathBuf>,
 }
@@ -68,6 +72,7 @@ struct Options {
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         quick: false,
+        only_hibernate: false,
         out: runner::workspace_root().join("target/bench/bench.json"),
         qrun: None,
     };
@@ -75,6 +80,7 @@ fn parse_args() -> Result<Options, String> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
+            "--only-hibernate" => o.only_hibernate = true,
             "--out" => o.out = args.next().ok_or("--out needs a path")?.into(),
             "--qrun" => o.qrun = Some(args.next().ok_or("--qrun needs a path")?.into()),
             // `cargo bench` style invocations pass --bench; ignore it.
@@ -107,21 +113,29 @@ fn main() -> ExitCode {
     if let Some(w) = runner.staleness_warning() {
         eprintln!("bench: {w}");
     }
-    let (hello_runs, guest_runs, reclaim_runs) = if opts.quick { (10, 3, 1) } else { (30, 10, 3) };
+    let (hello_runs, guest_runs, reclaim_runs, sandboxes) = if opts.quick {
+        (10, 3, 1, 3)
+    } else {
+        (30, 10, 3, 10)
+    };
 
-    eprintln!("bench: hello x{hello_runs}");
-    let mut metrics = startup::run(&runner, hello_runs);
-    metrics.extend(guest::run(&runner, guest_runs));
-    eprintln!("bench: OCI run (qrun, runc, crun) x{hello_runs}");
-    metrics.extend(oci::run(&runner, hello_runs));
-    eprintln!("bench: allocators");
-    metrics.extend(
-        alloc_bench::run_alloc_bench()
-            .into_iter()
-            .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None)),
-    );
-    metrics.extend(reclaim::run(&runner, reclaim_runs));
-    metrics.extend(http::run(&runner, opts.quick));
+    let mut metrics = Vec::new();
+    if !opts.only_hibernate {
+        eprintln!("bench: hello x{hello_runs}");
+        metrics.extend(startup::run(&runner, hello_runs));
+        metrics.extend(guest::run(&runner, guest_runs));
+        eprintln!("bench: OCI run (qrun, runc, crun) x{hello_runs}");
+        metrics.extend(oci::run(&runner, hello_runs));
+        eprintln!("bench: allocators");
+        metrics.extend(
+            alloc_bench::run_alloc_bench()
+                .into_iter()
+                .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None)),
+        );
+        metrics.extend(reclaim::run(&runner, reclaim_runs));
+        metrics.extend(http::run(&runner, opts.quick));
+    }
+    metrics.extend(hibernate::run(&runner, sandboxes));
     let ratios = ratios(&metrics);
 
     print!("{}", metric::table(&metrics, &ratios));

@@ -40,6 +40,17 @@ pub fn serve_pending() {
     if bits & control::RECLAIM != 0 {
         reclaim();
     }
+    if bits & control::HIBERNATE != 0 {
+        if crate::mm::swap::in_blocking_call() {
+            crate::mm::swap::hibernate();
+        } else {
+            // Deflate only where the program waits (so that what it waits
+            // on can wake it): the VMM's eventfd is still set, so the next
+            // blocking host call returns RET_RESTART at once and we get
+            // here again from inside it.
+            word.fetch_or(control::HIBERNATE, Ordering::AcqRel);
+        }
+    }
     if bits & control::SIGNAL != 0 {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }

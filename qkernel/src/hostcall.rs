@@ -20,7 +20,10 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
     loop {
         let ret = raw_call(c, args);
         let restart = ret == RET_RESTART;
+        // A hibernation served now must not move this call's buffers.
+        crate::mm::swap::set_in_flight(restart.then_some((c, args)));
         crate::control::serve_pending();
+        crate::mm::swap::set_in_flight(None);
         if !restart {
             return ret;
         }

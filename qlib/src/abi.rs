@@ -27,7 +27,7 @@ pub mod control {
     pub const RECLAIM: u64 = 1 << 0;
     /// Signals for the program are pending in [`super::ControlPage::signals`].
     pub const SIGNAL: u64 = 1 << 1;
-    /// Hibernate (reserved for the hibernation controller).
+    /// Hibernate: deflate the guest (see [`super::Call::HibernateBegin`]).
     pub const HIBERNATE: u64 = 1 << 2;
 }
 
@@ -110,6 +110,33 @@ pub enum Call {
     /// `struct epoll_event` array, `args[2]` = its length, `args[3]` = host
     /// `CLOCK_MONOTONIC` deadline (as [`Call::Poll`]). Restartable.
     EpollWait = 23,
+    // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
+    // in the order a hibernation uses them (DESIGN.md "Hibernation";
+    // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
+    /// The guest starts serving [`control::HIBERNATE`]: 0, or `-EINVAL`
+    /// when the VMM is not hibernating (a stale request).
+    HibernateBegin = 64,
+    /// Write pages to the swap file (kept in guest RAM until commit):
+    /// `args[0]` = GPA of a [`SwapPage`] array, `args[1]` = its length.
+    /// Returns the bytes written or `-errno` (`-ENOSPC`: abort).
+    SwapOut = 65,
+    /// Append pages to the REAP file: `args[0]` = GPA of an [`IoVec`] array
+    /// of page-aligned guest ranges, `args[1]` = its length. The pages stay
+    /// mapped in the guest; the VMM drops them at commit and reads them back
+    /// before the guest runs again.
+    ReapOut = 66,
+    /// Write the files' tables and headers: 0 or `-errno` (then abort).
+    HibernatePrepare = 67,
+    /// The deflate is done (PTEs updated, swapped frames freed and
+    /// reclaimed): the VMM drops the REAP pages and is now hibernated.
+    /// `args[0]` = pages swapped out, `args[1]` = pages in the REAP file.
+    HibernateCommit = 68,
+    /// The deflate failed and was rolled back: `args[0]` = the `-errno`.
+    HibernateAbort = 69,
+    /// Read swapped pages back: same arguments as [`Call::SwapOut`].
+    /// Every page is checked against its checksum; a mismatch stops the
+    /// sandbox (the call never returns).
+    SwapIn = 70,
 }
 
 impl Call {
@@ -134,6 +161,13 @@ impl Call {
             21 => Self::Msg,
             22 => Self::NewFd,
             23 => Self::EpollWait,
+            64 => Self::HibernateBegin,
+            65 => Self::SwapOut,
+            66 => Self::ReapOut,
+            67 => Self::HibernatePrepare,
+            68 => Self::HibernateCommit,
+            69 => Self::HibernateAbort,
+            70 => Self::SwapIn,
             _ => return None,
         })
     }
@@ -165,6 +199,16 @@ const _: () = assert!(core::mem::size_of::<IoVec>() == 16);
 
 /// Upper bound on the fds of one [`Call::Poll`].
 pub const MAX_POLL_FDS: u64 = 1024;
+/// One page moved between guest RAM and the swap file.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwapPage {
+    /// Guest-physical address of the page (page aligned).
+    pub gpa: u64,
+    /// Swap slot (page index in the swap file's data area).
+    pub slot: u64,
+}
+const _: () = assert!(core::mem::size_of::<SwapPage>() == 16);
 
 /// Upper bound on the iovec count of one call; longer lists are refused.
 pub const MAX_IOVECS: u64 = 1024;

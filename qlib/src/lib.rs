@@ -2,7 +2,8 @@
 //!
 //! Everything here is pure logic that plain `cargo test` on the host
 //! reaches: the host-call ABI, the bitmap page allocator, page-table entry
-//! helpers, ELF parsing and the initial user stack layout.
+//! helpers, ELF parsing, the initial user stack layout and the swap/REAP file
+//! format.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod abi;
@@ -11,5 +12,6 @@ pub mod elf;
 pub mod io_abi;
 pub mod layout;
 pub mod pte;
+pub mod swapfile;
 pub mod syscall_names;
 pub mod user_stack;

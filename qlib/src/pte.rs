@@ -59,6 +59,22 @@ impl Pte {
     }
 }
 
+/// A swapped-out PTE: not present, [`SWAPPED`] set, the swap slot in the
+/// address bits (see [`crate::swapfile`]).
+pub const fn swap_entry(slot: u64) -> Pte {
+    Pte(((slot << 12) & ADDR_MASK) | SWAPPED)
+}
+
+/// Largest swap slot a PTE can hold.
+pub const MAX_SWAP_SLOT: u64 = ADDR_MASK >> 12;
+
+impl Pte {
+    /// The swap slot of a swapped-out PTE.
+    pub const fn swap_slot(self) -> u64 {
+        (self.0 & ADDR_MASK) >> 12
+    }
+}
+
 /// PTE flags for a user page with the given protection.
 pub const fn user_flags(write: bool, exec: bool) -> u64 {
     let mut f = PRESENT | USER;
@@ -89,5 +105,14 @@ mod tests {
         assert!(p.0 & NO_EXEC != 0);
         assert!(!p.swapped());
         assert!(Pte(SWAPPED | 0x5000).swapped());
+    }
+
+    #[test]
+    fn swap_entries_round_trip() {
+        for slot in [0, 1, 12345, MAX_SWAP_SLOT] {
+            let p = swap_entry(slot);
+            assert!(p.swapped() && !p.present());
+            assert_eq!(p.swap_slot(), slot);
+        }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! SIGUSR1: return free guest memory to the host (reclaim).
 //! SIGTERM, SIGINT, SIGHUP, SIGQUIT: forwarded to the program.
+//! SIGTSTP, SIGUSR2: hibernate; SIGCONT: wake (`crate::hibernate`).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use qlib::abi::{CONTROL_SIGNALS_OFFSET, control};
 use qlib::layout::CONTROL_GPA;
 
 use crate::guest_mem::GuestRam;
+use crate::hibernate::Hibernation;
 
 /// The wake-up side shared by the signal thread and the host calls.
 pub struct ControlChannel {
@@ -65,6 +67,12 @@ impl ControlChannel {
         }
     }
 
+    /// Wakes a blocked host call without posting a request (it returns
+    /// `RET_RESTART` and the guest reissues it).
+    pub fn poke(&self) {
+        poke(&self.eventfd);
+    }
+
     /// Posts signal `signo` for the guest's program.
     pub fn post_signal(&self, ram: &GuestRam, signo: i32) {
         let bit = 1u64 << ((signo - 1) & 63);
@@ -112,6 +120,10 @@ impl ControlChannel {
 /// (as `kill` would send them to a process container).
 const FORWARDED: &[i32] = &[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
+/// Signals that drive hibernation: SIGTSTP and SIGUSR2 hibernate, SIGCONT
+/// wakes (SIGSTOP itself cannot be caught).
+const HIBERNATION: &[i32] = &[libc::SIGTSTP, libc::SIGUSR2, libc::SIGCONT];
+
 /// Blocks the control signals in the calling thread (and the threads it
 /// spawns afterwards), so only the signal thread receives them.
 pub fn block_signals() -> libc::sigset_t {
@@ -120,7 +132,7 @@ pub fn block_signals() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for sig in [libc::SIGUSR1].iter().chain(FORWARDED) {
+        for sig in [libc::SIGUSR1].iter().chain(FORWARDED).chain(HIBERNATION) {
             libc::sigaddset(&mut set, *sig);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -130,7 +142,12 @@ pub fn block_signals() -> libc::sigset_t {
 
 /// The signal thread: waits on a signalfd for the control signals and the
 /// stop eventfd.
-pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, set: libc::sigset_t) {
+pub fn signal_loop(
+    channel: &ControlChannel,
+    ram: &GuestRam,
+    hib: &Hibernation,
+    set: libc::sigset_t,
+) {
     // SAFETY: set is a valid signal set; -1 asks for a new signalfd.
     let sfd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
     if sfd < 0 {
@@ -169,6 +186,14 @@ pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, set: libc::sigset_t
             if signo == libc::SIGUSR1 {
                 log::info!("SIGUSR1: asking the guest to reclaim free memory");
                 channel.post(ram, control::RECLAIM);
+            } else if signo == libc::SIGCONT {
+                if let Err(e) = hib.wake(ram, "SIGCONT") {
+                    log::warn!("SIGCONT: {e}");
+                }
+            } else if HIBERNATION.contains(&signo) {
+                if let Err(e) = hib.request(ram, &format!("signal {signo}"), false) {
+                    log::warn!("signal {signo}: {e}");
+                }
             } else if FORWARDED.contains(&signo) {
                 log::info!("signal {signo}: forwarded to the program");
                 channel.post_signal(ram, signo);

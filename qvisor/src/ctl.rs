@@ -83,6 +83,15 @@ pub struct Status {
     pub swap_faults: u64,
     /// Hibernations completed.
     pub hibernations: u64,
+    /// How long the last hibernation took, request to commit (µs).
+    #[serde(default)]
+    pub hibernate_us: u64,
+    /// How long the last wake took (REAP read included, µs).
+    #[serde(default)]
+    pub wake_us: u64,
+    /// Bytes the last hibernation wrote to the REAP file.
+    #[serde(default)]
+    pub reap_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

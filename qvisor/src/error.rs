@@ -49,6 +49,13 @@ pub enum VmmError {
     /// The control socket could not be created.
     #[error("control socket {0}")]
     ControlSocket(String, #[source] std::io::Error),
+    /// The state directory could not be created.
+    #[error("state directory")]
+    StateDir(#[source] std::io::Error),
+    /// A swap or REAP file failed its checks, or could not be read: the
+    /// guest's memory cannot be restored.
+    #[error("hibernation: {0}")]
+    Hibernation(String),
     /// The vCPU stopped in a way the VMM cannot continue from.
     #[error("vCPU failed: {0}")]
     Vcpu(String),

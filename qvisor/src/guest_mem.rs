@@ -5,7 +5,7 @@
 //! reference. Raw host pointers leave this module only as `libc::iovec`s
 //! for vectored host I/O, after the check.
 
-use qlib::abi::{HelloReply, HostCall, IoVec, PollFd};
+use qlib::abi::{HelloReply, HostCall, IoVec, PollFd, SwapPage};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::error::VmmError;
@@ -33,6 +33,8 @@ unsafe impl ByteValued for Pod<i32> {}
 unsafe impl ByteValued for Pod<qlib::io_abi::SockAddr> {}
 // SAFETY: IoVec is repr(C) with two u64 fields; any bit pattern is valid.
 unsafe impl ByteValued for Pod<IoVec> {}
+// SAFETY: SwapPage is repr(C) with two u64 fields; any bit pattern is valid.
+unsafe impl ByteValued for Pod<SwapPage> {}
 // SAFETY: HelloReply is repr(C) with two u64 fields; any bit pattern is valid.
 unsafe impl ByteValued for Pod<HelloReply> {}
 // SAFETY: PollFd is repr(C) (i32, i16, i16: no padding); any bit pattern is valid.
@@ -149,6 +151,48 @@ impl GuestRam {
             .collect()
     }
 
+    /// The host iovec of a checked guest range, for vectored host I/O.
+    pub fn host_range(&self, gpa: u64, len: u64) -> Result<libc::iovec, BadRange> {
+        self.check(gpa, len)?;
+        Ok(libc::iovec {
+            iov_base: (self.host_base() + gpa) as *mut libc::c_void,
+            iov_len: len as usize,
+        })
+    }
+
+    /// CRC-32 (`qlib::swapfile::checksum`) of a checked guest range.
+    ///
+    /// Callers use it only while no vCPU runs (hibernation and wake happen
+    /// with the guest stopped in a host call), so the bytes cannot change
+    /// under the checksum.
+    pub fn checksum(&self, gpa: u64, len: u64) -> Result<u32, BadRange> {
+        self.check(gpa, len)?;
+        let p = (self.host_base() + gpa) as *const u8;
+        // SAFETY: the range lies inside guest RAM, mapped while `self`
+        // lives; the only vCPU is stopped in a host call (see above), so no
+        // one writes it while the shared slice exists.
+        let bytes = unsafe { std::slice::from_raw_parts(p, len as usize) };
+        Ok(qlib::swapfile::checksum(bytes))
+    }
+
+    /// Reads a guest list of [`SwapPage`]s (at most
+    /// `qlib::abi::MAX_IOVECS`), every page checked against guest RAM.
+    pub fn swap_pages(&self, gpa: u64, count: u64) -> Result<Vec<SwapPage>, BadRange> {
+        if count > qlib::abi::MAX_IOVECS {
+            return Err(BadRange);
+        }
+        (0..count)
+            .map(|i| {
+                let p: SwapPage = self.read(gpa + i * size_of::<SwapPage>() as u64)?;
+                self.check(p.gpa, 4096)?;
+                if !p.gpa.is_multiple_of(4096) {
+                    return Err(BadRange);
+                }
+                Ok(p)
+            })
+            .collect()
+    }
+
     /// Atomically ORs `bits` into the aligned u64 at `gpa`.
     pub fn atomic_or_u64(&self, gpa: u64, bits: u64) -> Result<(), BadRange> {
         self.check(gpa, 8)?;
@@ -161,6 +205,19 @@ impl GuestRam {
         // atomic instructions too.
         let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p) };
         word.fetch_or(bits, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Atomically ANDs `mask` into the aligned u64 at `gpa`.
+    pub fn atomic_and_u64(&self, gpa: u64, mask: u64) -> Result<(), BadRange> {
+        self.check(gpa, 8)?;
+        if !gpa.is_multiple_of(8) {
+            return Err(BadRange);
+        }
+        let p = (self.host_base() + gpa) as *mut u64;
+        // SAFETY: as in `atomic_or_u64`.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p) };
+        word.fetch_and(mask, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 

@@ -8,6 +8,7 @@ mod control;
 pub mod ctl;
 mod error;
 mod guest_mem;
+mod hibernate;
 mod hostcall;
 mod program;
 mod rootfs;
@@ -23,6 +24,7 @@ use crate::boot::Program;
 use crate::control::ControlChannel;
 pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
+use crate::hibernate::{Hibernation, StateDir};
 use crate::hostcall::HostCalls;
 pub use crate::program::read_program;
 
@@ -140,7 +142,16 @@ impl Sandbox {
         }
         vcpu::set_boot_state(&vcpu, entry, cr3)?;
         let channel = ControlChannel::new().map_err(|e| VmmError::Vcpu(format!("eventfd: {e}")))?;
-        let mut calls = HostCalls::new(&ram, config.log_level, root, channel.clone(), config.stats);
+        let state_dir = StateDir::new(config.state_dir.as_deref()).map_err(VmmError::StateDir)?;
+        let hib = Hibernation::new(state_dir.path().to_path_buf(), channel.clone());
+        let mut calls = HostCalls::new(
+            &ram,
+            &hib,
+            config.log_level,
+            root,
+            channel.clone(),
+            config.stats,
+        );
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
@@ -152,13 +163,14 @@ impl Sandbox {
             None => None,
         };
         let status = std::thread::scope(|s| {
-            s.spawn(|| control::signal_loop(&channel, &ram, sigset));
+            s.spawn(|| control::signal_loop(&channel, &ram, &hib, sigset));
             if let (Some(listener), Some(path)) = (&listener, &config.control_socket) {
                 let channel = &channel;
                 let ram = &ram;
+                let hib = &hib;
                 s.spawn(move || {
                     ctl::serve(listener, path, channel, &mut |req| {
-                        control_request(channel, ram, req)
+                        control_request(channel, ram, hib, req)
                     })
                 });
             }
@@ -181,19 +193,19 @@ impl Sandbox {
 fn control_request(
     channel: &ControlChannel,
     ram: &GuestRam,
+    hib: &Hibernation,
     req: ctl::Request,
 ) -> Result<ctl::Status, String> {
+    let e = |e: hibernate::SwapError| hibernate::report(&e);
     match req {
-        ctl::Request::Status => {}
-        ctl::Request::Signal(n) => channel.post_signal(ram, n),
-        ctl::Request::Hibernate | ctl::Request::Wake => {
-            return Err("hibernation is not available in this build".into());
+        ctl::Request::Status => Ok(hib.status()),
+        ctl::Request::Signal(n) => {
+            channel.post_signal(ram, n);
+            Ok(hib.status())
         }
+        ctl::Request::Hibernate => hib.request(ram, "control socket", true).map_err(e),
+        ctl::Request::Wake => hib.wake(ram, "control socket").map_err(e),
     }
-    Ok(ctl::Status {
-        state: "running".into(),
-        ..Default::default()
-    })
 }
 
 /// A guest writing to a closed pipe or socket gets `EPIPE` rather than

@@ -3,7 +3,7 @@
 //! ```text
 //!   Running --KVM_RUN exit: host call--> Serving --Resume--> Running
 //!      |                                    |
-//!      |                                    +--Exit/Panic/BootError--> Stopped
+//!      |                                    +--Exit/Panic/BootError/Fatal--> Stopped
 //!      +--shutdown / internal error / unexpected exit--> Stopped(error)
 //! ```
 
@@ -99,6 +99,7 @@ pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError
             Outcome::Exit(status) => return Ok(status),
             Outcome::Panic(msg) => return Err(VmmError::GuestPanic(msg)),
             Outcome::BootError(msg) => return Err(VmmError::Boot(msg)),
+            Outcome::Fatal(msg) => return Err(VmmError::Hibernation(msg)),
         }
     }
 }

@@ -30,6 +30,8 @@ pub const ALL: &[&str] = &[
     "fileops",
     "fileops_special",
     "hello",
+    // Hibernation tests and bench: a 64 MiB pattern driven over stdin.
+    "hib_pattern",
     "http_server",
     "ioops",
     "malloc_stress",

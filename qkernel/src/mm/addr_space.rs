@@ -69,7 +69,8 @@ impl AddrSpace {
             let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
             // SAFETY: `leaf` points into a live page-table page of ours.
             let pte = Pte(unsafe { *leaf });
-            if !pte.present() && prot != 0 {
+            // Swapped pages stay swapped: a fault reads them back.
+            if pte.0 == 0 && prot != 0 {
                 let page = frames::alloc_zeroed().ok_or(Errno::ENOMEM)?;
                 // SAFETY: as above.
                 unsafe { *leaf = Pte::new(page, pte_flags(prot)).0 };
@@ -94,6 +95,10 @@ impl AddrSpace {
                         unsafe { *leaf = 0 };
                         frames::put(pte.addr());
                         removed = true;
+                    } else if pte.swapped() {
+                        // SAFETY: as above.
+                        unsafe { *leaf = 0 };
+                        super::swap::release(pte);
                     }
                     va += 4096;
                 }
@@ -162,7 +167,7 @@ impl AddrSpace {
         let mut off = 0;
         while off < len {
             let pte = self.pt.get(old + off);
-            if pte.present() {
+            if pte.present() || pte.swapped() {
                 let dst = self.pt.leaf(new + off, true).ok_or(Errno::ENOMEM)?;
                 let src = self.pt.leaf(old + off, false).ok_or(Errno::EFAULT)?;
                 // SAFETY: both point into live page-table pages of ours.

@@ -42,6 +42,9 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         return Err(FaultError::Segv);
     }
     let page = addr & !0xfff;
+    if error & PF_PRESENT == 0 && mm.pt.get(page).swapped() {
+        return super::swap::swap_in(mm, &vma, page);
+    }
     if error & PF_PRESENT != 0 {
         // A stale, more restrictive PTE (e.g. after mprotect upgraded the
         // VMA): refresh it from the VMA.

@@ -15,6 +15,7 @@ use super::gpa_to_kva;
 /// chunks.
 pub struct ChunkPool;
 
+static POOL_START: AtomicU64 = AtomicU64::new(0);
 static POOL_NEXT: AtomicU64 = AtomicU64::new(0);
 static POOL_END: AtomicU64 = AtomicU64::new(0);
 /// Chunks given back (guest-physical), reused before the bump range.
@@ -62,6 +63,7 @@ static FRAMES: BitmapAllocator<ChunkPool> =
 /// inwards to chunks).
 pub fn init(start: u64, end: u64) {
     let chunk = CHUNK_SIZE as u64;
+    POOL_START.store(start.next_multiple_of(chunk), Ordering::Relaxed);
     POOL_NEXT.store(start.next_multiple_of(chunk), Ordering::Relaxed);
     POOL_END.store(end & !(chunk - 1), Ordering::Relaxed);
 }
@@ -88,6 +90,29 @@ pub fn put(gpa: u64) {
         unsafe { core::ptr::write_bytes(va as *mut u8, 0, 4096) };
     }
     if let Err(e) = FRAMES.dec_ref(va) {
+        report(gpa, e);
+    }
+}
+
+/// The reference count of `gpa` if it is an allocated user page; 0 for a
+/// free page, a chunk's control page or memory outside the pool.
+pub fn user_refs(gpa: u64) -> u16 {
+    let start = POOL_START.load(Ordering::Relaxed);
+    if gpa < start
+        || gpa >= POOL_END.load(Ordering::Relaxed)
+        || gpa.is_multiple_of(CHUNK_SIZE as u64)
+    {
+        return 0;
+    }
+    FRAMES.refcount(gpa_to_kva(gpa) as usize).unwrap_or(0)
+}
+
+/// Drops one reference to a user page whose contents the host is about to
+/// drop (hibernation: the page is in the swap file and the next reclaim
+/// hands it back): no zeroing, which would only make the host allocate
+/// memory for it again. Free pages read as zero once reclaimed.
+pub fn put_swapped(gpa: u64) {
+    if let Err(e) = FRAMES.dec_ref(gpa_to_kva(gpa) as usize) {
         report(gpa, e);
     }
 }

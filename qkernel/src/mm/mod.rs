@@ -9,6 +9,7 @@ pub mod fault;
 pub mod frames;
 pub mod heap;
 pub mod pagetable;
+pub mod swap;
 pub mod uaccess;
 pub mod vma;
 

@@ -21,6 +21,7 @@ use qlib::io_abi::io;
 
 use crate::control::ControlChannel;
 use crate::guest_mem::{BadRange, GuestRam};
+use crate::hibernate::{self, Hibernation, Served};
 use crate::rootfs::Rootfs;
 
 /// What the vCPU loop does after a host call.
@@ -34,6 +35,8 @@ pub enum Outcome {
     Panic(String),
     /// The guest kernel could not boot.
     BootError(String),
+    /// The guest's memory cannot be restored (hibernation).
+    Fatal(String),
 }
 
 /// Host-call state of one sandbox.
@@ -43,6 +46,7 @@ pub struct HostCalls<'a> {
     fds: fds::HostFds,
     /// `AF_UNIX` paths bound in the rootfs: host name -> the guest's.
     unix_names: std::collections::HashMap<Vec<u8>, qlib::io_abi::SockAddr>,
+    hib: &'a Hibernation,
     log_level: u64,
     control: Arc<ControlChannel>,
     stats: bool,
@@ -64,6 +68,7 @@ impl<'a> HostCalls<'a> {
     /// Host calls over `ram`, printing guest log lines up to `log_level`.
     pub fn new(
         ram: &'a GuestRam,
+        hib: &'a Hibernation,
         log_level: u64,
         root: Rootfs,
         control: Arc<ControlChannel>,
@@ -74,6 +79,7 @@ impl<'a> HostCalls<'a> {
             root,
             fds: fds::HostFds::default(),
             unix_names: std::collections::HashMap::new(),
+            hib,
             log_level,
             control,
             stats,
@@ -91,7 +97,8 @@ impl<'a> HostCalls<'a> {
             return Outcome::Resume;
         };
         let a = req.args;
-        let ret = match Call::from_u64(req.call) {
+        let call = Call::from_u64(req.call);
+        let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),
             Some(Call::Exit) => return Outcome::Exit(a[0] as i32),
             Some(Call::Writev) => self.io(a[0], a[1], a[2], u64::MAX, io::WRITE | io::BLOCK),
@@ -110,8 +117,27 @@ impl<'a> HostCalls<'a> {
             Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4]),
             Some(Call::NewFd) => self.new_fd(a),
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
+            Some(
+                c @ (Call::HibernateBegin
+                | Call::SwapOut
+                | Call::ReapOut
+                | Call::HibernatePrepare
+                | Call::HibernateCommit
+                | Call::HibernateAbort
+                | Call::SwapIn),
+            ) => match hibernate::serve(self.hib, self.ram, c, a) {
+                Some(Served::Ret(r)) => r,
+                Some(Served::Fatal(e)) => return Outcome::Fatal(hibernate::report(&e)),
+                None => ENOSYS,
+            },
             None => ENOSYS,
         };
+        // A hibernated guest comes back (REAP prefetch) before it runs.
+        if !hibernate::keeps_hibernated(call)
+            && let Err(e) = self.hib.on_guest_resume(self.ram)
+        {
+            return Outcome::Fatal(hibernate::report(&e));
+        }
         req.ret = ret;
         if self.ram.write(gpa, req).is_err() {
             log::warn!("host call record at {gpa:#x} is outside guest RAM");

@@ -1,0 +1,461 @@
+//! The hibernate controller: one state machine per sandbox, shared by the
+//! vCPU thread (the guest's hibernation host calls, and every return to
+//! the guest), the control-socket thread and the signal thread.
+//!
+//! ```text
+//!            request (ctl / SIGTSTP / SIGUSR2): post HIBERNATE to the guest
+//!   Running ------------------------------------------------> Hibernating
+//!      ^  ^                                                    |     |
+//!      |  +------ HibernateAbort (disk full ...): error kept ---+     |
+//!      |                                                             | HibernateCommit
+//!      |  WakeDone: REAP file read back, checked                     v
+//!      +---------------------------- Waking <------------------ Hibernated
+//!                                      |   wake: ctl / SIGCONT / a guest wait
+//!                                      |   returning (connection, data)
+//!                                      +--> Failed (REAP or swap file corrupt:
+//!                                           the sandbox stops)
+//! ```
+//! Every transition goes through [`Inner::transition`], which logs it and
+//! refuses illegal moves. The wake runs under the lock, so whichever thread
+//! starts it, no other thread (and no guest code) proceeds until the REAP
+//! pages are back.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use qlib::abi::{IoVec, SwapPage, control};
+
+use super::SwapError;
+use super::reap::ReapFile;
+use super::swap::SwapFile;
+use crate::control::ControlChannel;
+use crate::ctl::Status;
+use crate::guest_mem::GuestRam;
+
+/// Hibernation states (DESIGN.md "Hibernation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The guest runs normally.
+    Running,
+    /// The guest was asked to deflate and is doing so.
+    Hibernating,
+    /// Deflated: the guest waits in a host call, using no CPU.
+    Hibernated,
+    /// Coming back: the REAP file is being read.
+    Waking,
+    /// A swap or REAP file failed its checks: the sandbox must stop.
+    Failed,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Hibernating => "hibernating",
+            Self::Hibernated => "hibernated",
+            Self::Waking => "waking",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// What moves the state machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Request,
+    Commit,
+    Abort,
+    WakeStart,
+    WakeDone,
+    Fail,
+}
+
+/// Counters for `qrun state`, the control socket and the bench.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    hibernations: u64,
+    swapped_out_bytes: u64,
+    read_back_bytes: u64,
+    swap_faults: u64,
+    hibernate_us: u64,
+    wake_us: u64,
+    reap_bytes: u64,
+}
+
+struct Inner {
+    state: State,
+    dir: PathBuf,
+    swap: Option<SwapFile>,
+    reap: Option<ReapFile>,
+    stats: Stats,
+    /// When the hibernation in progress was requested.
+    started: Option<Instant>,
+    /// Why the last hibernation was aborted.
+    aborted: Option<String>,
+    /// Why the sandbox failed.
+    failure: Option<String>,
+    /// The guest started deflating (a request can no longer be cancelled).
+    begun: bool,
+}
+
+/// The controller of one sandbox.
+pub struct Hibernation {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    /// True while the guest must not run before a wake (Hibernated, or
+    /// Failed): the fast path of [`Hibernation::on_guest_resume`].
+    hold: AtomicBool,
+    channel: Arc<ControlChannel>,
+}
+
+/// How long a control-socket hibernate request waits for the guest to
+/// start deflating (it does when the program next waits in a blocking
+/// call); then the request is cancelled.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Gives the VMM's freed heap (file tables, iovec lists) back to the host,
+/// so that a hibernated sandbox's PSS is not kept up by malloc's caches.
+fn trim_heap() {
+    // SAFETY: malloc_trim has no preconditions; it only returns free
+    // memory of malloc's arenas to the kernel.
+    unsafe { libc::malloc_trim(0) };
+}
+
+fn errno_text(rc: i64) -> String {
+    std::io::Error::from_raw_os_error((-rc) as i32).to_string()
+}
+
+impl Inner {
+    /// The one place the state changes.
+    fn transition(&mut self, event: Event, why: &str) -> Result<(), SwapError> {
+        use State::*;
+        let next = match (self.state, event) {
+            (Running, Event::Request) => Hibernating,
+            (Hibernating, Event::Commit) => Hibernated,
+            (Hibernating, Event::Abort) => Running,
+            (Hibernated, Event::WakeStart) => Waking,
+            (Waking, Event::WakeDone) => Running,
+            (_, Event::Fail) => Failed,
+            (s, e) => return Err(SwapError::State(s.name(), format!("{e:?}"))),
+        };
+        log::info!(
+            "hibernation: {} -> {} ({why})",
+            self.state.name(),
+            next.name()
+        );
+        self.state = next;
+        Ok(())
+    }
+
+    fn swap(&mut self) -> Result<&mut SwapFile, SwapError> {
+        if self.swap.is_none() {
+            let f = SwapFile::create(&self.dir)?;
+            log::info!("swap file created (O_DIRECT: {})", f.direct());
+            self.swap = Some(f);
+        }
+        Ok(self.swap.as_mut().expect("just created"))
+    }
+
+    fn reap(&mut self) -> Result<&mut ReapFile, SwapError> {
+        if self.reap.is_none() {
+            self.reap = Some(ReapFile::create(&self.dir)?);
+        }
+        Ok(self.reap.as_mut().expect("just created"))
+    }
+}
+
+impl Hibernation {
+    /// A controller whose files go in `dir` (created lazily).
+    pub fn new(dir: PathBuf, channel: Arc<ControlChannel>) -> Self {
+        // Large buffers (file tables, iovec lists) get their own mappings and
+        // go back to the host when freed: a fixed threshold stops glibc
+        // from raising it after the first free and keeping them in an arena.
+        // SAFETY: mallopt only tunes the allocator; called before any of
+        // those buffers exist.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10) };
+        Self {
+            inner: Mutex::new(Inner {
+                state: State::Running,
+                dir,
+                swap: None,
+                reap: None,
+                stats: Stats::default(),
+                started: None,
+                aborted: None,
+                failure: None,
+                begun: false,
+            }),
+            changed: Condvar::new(),
+            hold: AtomicBool::new(false),
+            channel,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent enough data (the
+        // state is written last); keep going rather than cascade.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The status for the control socket.
+    pub fn status(&self) -> Status {
+        let i = self.lock();
+        Status {
+            state: i.state.name().into(),
+            swapped_out_bytes: i.stats.swapped_out_bytes,
+            read_back_bytes: i.stats.read_back_bytes,
+            swap_faults: i.stats.swap_faults,
+            hibernations: i.stats.hibernations,
+            hibernate_us: i.stats.hibernate_us,
+            wake_us: i.stats.wake_us,
+            reap_bytes: i.stats.reap_bytes,
+        }
+    }
+
+    /// Asks the guest to hibernate. With `wait`, waits until it has
+    /// (or aborted, which is an error).
+    pub fn request(&self, ram: &GuestRam, why: &str, wait: bool) -> Result<Status, SwapError> {
+        let mut i = self.lock();
+        i.transition(Event::Request, why)?;
+        i.started = Some(Instant::now());
+        i.aborted = None;
+        i.begun = false;
+        self.channel.post(ram, control::HIBERNATE);
+        if !wait {
+            drop(i);
+            return Ok(self.status());
+        }
+        let (mut i, _) = self
+            .changed
+            .wait_timeout_while(i, REQUEST_TIMEOUT, |i| {
+                i.state == State::Hibernating && !i.begun
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        if i.state == State::Hibernating && !i.begun {
+            // The program never waited: take the request back.
+            let _ = ram.atomic_and_u64(qlib::layout::CONTROL_GPA, !control::HIBERNATE);
+            i.aborted = Some(SwapError::NoAnswer.to_string());
+            let _ = i.transition(Event::Abort, "cancelled: the guest did not wait");
+            return Err(SwapError::NoAnswer);
+        }
+        // Deflating: it ends one way or the other.
+        let i = self
+            .changed
+            .wait_while(i, |i| i.state == State::Hibernating)
+            .unwrap_or_else(|e| e.into_inner());
+        let result = match i.state {
+            State::Hibernated => Ok(()),
+            _ => Err(SwapError::Aborted(
+                i.aborted.clone().unwrap_or_else(|| "unknown".into()),
+            )),
+        };
+        drop(i);
+        result.map(|()| self.status())
+    }
+
+    /// Wakes a hibernated sandbox (control socket, SIGCONT).
+    pub fn wake(&self, ram: &GuestRam, why: &str) -> Result<Status, SwapError> {
+        let mut i = self.lock();
+        if i.state != State::Hibernated {
+            return Err(SwapError::State(i.state.name(), "Wake".into()));
+        }
+        self.wake_locked(&mut i, ram, why)?;
+        drop(i);
+        Ok(self.status())
+    }
+
+    /// Call before the guest runs again after a host call that may let it
+    /// touch its memory (every blocking wait returning: a connection, data,
+    /// a timer, a signal). Wakes a hibernated sandbox first: reads the
+    /// REAP file back. An error means the sandbox must stop.
+    pub fn on_guest_resume(&self, ram: &GuestRam) -> Result<(), SwapError> {
+        if !self.hold.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut i = self.lock();
+        match i.state {
+            State::Hibernated => self.wake_locked(&mut i, ram, "the guest's wait returned"),
+            State::Failed => Err(SwapError::Failed(i.failure.clone().unwrap_or_default())),
+            _ => Ok(()),
+        }
+    }
+
+    fn wake_locked(&self, i: &mut Inner, ram: &GuestRam, why: &str) -> Result<(), SwapError> {
+        let t0 = Instant::now();
+        i.transition(Event::WakeStart, why)?;
+        let result = (|| {
+            if let Some(s) = i.swap.as_mut() {
+                s.reload(ram)?;
+            }
+            match i.reap.as_mut() {
+                Some(r) => r.read_back(ram),
+                None => Ok(0),
+            }
+        })();
+        match result {
+            Ok(bytes) => {
+                i.stats.read_back_bytes = bytes;
+                i.stats.swap_faults = 0;
+                i.stats.wake_us = t0.elapsed().as_micros() as u64;
+                i.transition(Event::WakeDone, "REAP pages back")?;
+                log::info!("woken in {} us, {bytes} bytes read back", i.stats.wake_us);
+                self.hold.store(false, Ordering::Release);
+                self.changed.notify_all();
+                Ok(())
+            }
+            Err(e) => {
+                log::error!("wake failed: {}", super::report(&e));
+                i.failure = Some(super::report(&e));
+                i.transition(Event::Fail, "wake failed")?;
+                // Unblock the guest's wait so the vCPU thread stops it.
+                self.channel.poke();
+                self.changed.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks the sandbox failed (the vCPU loop stops it).
+    fn fail(&self, i: &mut Inner, e: &SwapError) {
+        i.failure = Some(super::report(e));
+        let _ = i.transition(Event::Fail, "swap-in failed");
+        self.hold.store(true, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// `HibernateBegin`.
+    pub fn begin(&self) -> i64 {
+        let mut i = self.lock();
+        if i.state != State::Hibernating {
+            return -(libc::EINVAL as i64);
+        }
+        i.begun = true;
+        match i.reap() {
+            Ok(r) => {
+                r.reset();
+                0
+            }
+            Err(e) => {
+                log::error!("{e}");
+                i.aborted = Some(super::report(&e));
+                -(libc::EIO as i64)
+            }
+        }
+    }
+
+    /// `SwapOut`.
+    pub fn swap_out(&self, ram: &GuestRam, pages: &[SwapPage]) -> i64 {
+        let mut i = self.lock();
+        if i.state != State::Hibernating {
+            return -(libc::EINVAL as i64);
+        }
+        let r = i.swap().and_then(|s| s.write(ram, pages));
+        Self::answer(&mut i, r)
+    }
+
+    /// `ReapOut`.
+    pub fn reap_out(&self, ram: &GuestRam, ranges: &[IoVec]) -> i64 {
+        let mut i = self.lock();
+        if i.state != State::Hibernating {
+            return -(libc::EINVAL as i64);
+        }
+        let r = i.reap().and_then(|f| f.append(ram, ranges));
+        Self::answer(&mut i, r)
+    }
+
+    /// `HibernatePrepare`.
+    pub fn prepare(&self) -> i64 {
+        let mut i = self.lock();
+        if i.state != State::Hibernating {
+            return -(libc::EINVAL as i64);
+        }
+        let mut r = Ok(0);
+        if let Some(s) = i.swap.as_mut() {
+            r = s.finish().map(|()| 0);
+        }
+        if r.is_ok()
+            && let Some(f) = i.reap.as_mut()
+        {
+            r = f.finish().map(|()| 0);
+        }
+        Self::answer(&mut i, r)
+    }
+
+    fn answer(i: &mut Inner, r: Result<u64, SwapError>) -> i64 {
+        match r {
+            Ok(n) => n as i64,
+            Err(e) => {
+                log::error!("hibernation: {}", super::report(&e));
+                i.aborted = Some(super::report(&e));
+                -(e.errno() as i64)
+            }
+        }
+    }
+
+    /// `HibernateCommit`: drops the REAP pages; hibernated.
+    pub fn commit(&self, ram: &GuestRam, swapped: u64, reap_pages: u64) -> i64 {
+        let mut i = self.lock();
+        if i.state != State::Hibernating {
+            return -(libc::EINVAL as i64);
+        }
+        if let Some(r) = i.reap.as_mut()
+            && r.pages() > 0
+        {
+            r.drop_pages(ram);
+        }
+        if let Some(s) = i.swap.as_mut() {
+            s.release_table();
+        }
+        let us = i.started.map_or(0, |t| t.elapsed().as_micros() as u64);
+        i.stats.hibernations += 1;
+        i.stats.swapped_out_bytes = (swapped + reap_pages) * 4096;
+        i.stats.reap_bytes = reap_pages * 4096;
+        i.stats.hibernate_us = us;
+        i.stats.read_back_bytes = 0;
+        i.stats.swap_faults = 0;
+        let why = format!("{swapped} pages swapped, {reap_pages} in the REAP file, {us} us");
+        if i.transition(Event::Commit, &why).is_err() {
+            return -(libc::EINVAL as i64);
+        }
+        self.hold.store(true, Ordering::Release);
+        self.changed.notify_all();
+        trim_heap();
+        0
+    }
+
+    /// `HibernateAbort`: the guest rolled back.
+    pub fn abort(&self, rc: i64) -> i64 {
+        let mut i = self.lock();
+        if i.aborted.is_none() {
+            i.aborted = Some(errno_text(rc));
+        }
+        let why = format!("aborted: {}", i.aborted.clone().unwrap_or_default());
+        log::warn!("hibernation {why}");
+        let r = i.transition(Event::Abort, &why);
+        self.changed.notify_all();
+        if r.is_ok() { 0 } else { -(libc::EINVAL as i64) }
+    }
+
+    /// `SwapIn`: a swap fault. `Err`: the sandbox must stop.
+    pub fn swap_in(&self, ram: &GuestRam, pages: &[SwapPage]) -> Result<i64, SwapError> {
+        let mut i = self.lock();
+        let r = match i.swap.as_mut() {
+            Some(s) => s.read(ram, pages),
+            None => Err(SwapError::BadSlot(pages.first().map_or(0, |p| p.slot))),
+        };
+        match r {
+            Ok(bytes) => {
+                i.stats.swap_faults += 1;
+                i.stats.read_back_bytes += bytes;
+                Ok(bytes as i64)
+            }
+            Err(e) => {
+                log::error!("swap-in failed: {}", super::report(&e));
+                self.fail(&mut i, &e);
+                Err(e)
+            }
+        }
+    }
+}

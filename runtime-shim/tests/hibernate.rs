@@ -1,0 +1,349 @@
+//! Hibernation through the real path (`qrun do` -> qvisor -> qkernel on
+//! /dev/kvm): `hib_pattern` fills 64 MiB with a pattern and answers
+//! commands on stdin; the tests hibernate and wake it through the control
+//! socket (`qrun ctl`), signals, and data arriving on stdin, and check that
+//! not a byte changes, that failures are loud and clean, and that no swap or
+//! REAP file outlives the sandbox.
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `hib_pattern` sandbox with its control socket and state dir.
+struct Sandbox {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    socket: PathBuf,
+    state_dir: PathBuf,
+    /// The pattern's checksum as first printed.
+    sum: String,
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qrun-hib-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+impl Sandbox {
+    fn start(name: &str, state_dir: Option<&Path>) -> Self {
+        let dir = scratch(name);
+        let socket = dir.join("ctl.sock");
+        let state_dir = state_dir.map_or_else(|| dir.join("state"), Path::to_path_buf);
+        let mut child = Command::new(common::qrun())
+            .args(["do", "--memory", "256M", "--control-socket"])
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .arg("--")
+            .arg(test_apps::path("hib_pattern"))
+            .arg("64")
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn qrun");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        let sum = line
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("hib_pattern did not start: {line:?}"))
+            .trim()
+            .to_owned();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "no control socket");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Self {
+            child,
+            stdin,
+            stdout,
+            socket,
+            state_dir,
+            sum,
+        }
+    }
+
+    /// Sends a command line; returns the answer line.
+    fn cmd(&mut self, c: &str) -> String {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        // A sandbox that stopped reads nothing: the answer is then empty.
+        let _ = stdin
+            .write_all(format!("{c}\n").as_bytes())
+            .and_then(|()| stdin.flush());
+        let mut line = String::new();
+        let _ = self.stdout.read_line(&mut line);
+        line.trim().to_owned()
+    }
+
+    fn verify(&mut self) {
+        let expected = format!("ok {}", self.sum);
+        assert_eq!(self.cmd("verify"), expected, "the pattern must survive");
+    }
+
+    /// `qrun ctl SOCKET req`: Ok(status) or Err(message).
+    fn ctl(&self, req: &str) -> Result<Value, String> {
+        let out = Command::new(common::qrun())
+            .arg("ctl")
+            .arg(&self.socket)
+            .args(req.split(' '))
+            .output()
+            .expect("qrun ctl");
+        if out.status.success() {
+            Ok(serde_json::from_slice(&out.stdout).expect("status JSON"))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    fn state(&self) -> String {
+        self.ctl("status").expect("status")["state"]
+            .as_str()
+            .expect("state")
+            .to_owned()
+    }
+
+    fn files(&self) -> Vec<String> {
+        match std::fs::read_dir(&self.state_dir) {
+            Ok(d) => d
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Ends the program; returns (status, stderr).
+    fn finish(mut self) -> (i32, String) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"quit\n");
+        }
+        let out = self.child.wait_with_output().expect("wait");
+        (
+            common::shell_status(out.status),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+fn wait_state(s: &Sandbox, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = s.state();
+        if st == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "state {st}, expected {want}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_hundred_hibernations_lose_nothing() {
+    if !common::require_kvm() {
+        return;
+    }
+    let mut s = Sandbox::start("cycles", None);
+    s.verify();
+    let (mut reap_wakes, mut fault_wakes) = (0, 0);
+    for i in 0..100 {
+        let st = s.ctl("hibernate").expect("hibernate");
+        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
+        assert!(
+            st["swapped_out_bytes"].as_u64().expect("bytes") >= 60 << 20,
+            "cycle {i}: 64 MiB should leave: {st}"
+        );
+        if st["reap_bytes"].as_u64() > Some(0) {
+            reap_wakes += 1;
+        } else {
+            fault_wakes += 1;
+        }
+        match i % 4 {
+            // Woken by data on what the guest waits on (its stdin).
+            0 => s.verify(),
+            // Woken by the control socket, then a request.
+            1 => {
+                s.ctl("wake").expect("wake");
+                s.verify();
+            }
+            // A smaller working set, then everything again.
+            2 => {
+                assert_eq!(s.cmd("touch 8"), "ok");
+                s.verify();
+            }
+            // A new pattern: the working set's contents change.
+            _ => {
+                let sum = s.cmd(&format!("fill {}", i + 7));
+                s.sum = sum.strip_prefix("ok ").expect("fill answer").to_owned();
+                s.verify();
+            }
+        }
+        assert_eq!(s.state(), "running");
+    }
+    assert!(fault_wakes >= 1, "page-fault wakes exercised");
+    assert!(reap_wakes >= 50, "REAP wakes exercised: {reap_wakes}");
+    let files = s.files();
+    assert!(files.iter().any(|f| f.ends_with(".qswap")), "{files:?}");
+    let dir = s.state_dir.clone();
+    let (status, stderr) = s.finish();
+    assert_eq!(status, 0, "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "swap/REAP files must go with the sandbox: {left:?}"
+    );
+}
+
+#[test]
+fn bad_requests_get_clear_errors() {
+    if !common::require_kvm() {
+        return;
+    }
+    let mut s = Sandbox::start("bad", None);
+    let e = s.ctl("wake").expect_err("wake while running");
+    assert!(e.contains("running"), "{e}");
+    s.ctl("hibernate").expect("hibernate");
+    let e = s.ctl("hibernate").expect_err("hibernate twice");
+    assert!(e.contains("hibernated"), "{e}");
+    s.ctl("wake").expect("wake");
+    s.verify();
+    // Signals: SIGUSR2 hibernates, SIGCONT wakes.
+    let pid = s.child.id().to_string();
+    let kill = |sig: &str| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .expect("kill")
+                .success()
+        );
+    };
+    kill("-USR2");
+    wait_state(&s, "hibernated");
+    kill("-CONT");
+    wait_state(&s, "running");
+    s.verify();
+    kill("-TSTP");
+    wait_state(&s, "hibernated");
+    // A kill during hibernation ends the program (default action).
+    s.ctl("signal 9").expect("signal");
+    let dir = s.state_dir.clone();
+    let (status, _) = s.finish();
+    assert_eq!(status, 128 + 9);
+    assert!(std::fs::read_dir(&dir).map_or(true, |mut d| d.next().is_none()));
+}
+
+#[test]
+fn a_full_disk_aborts_and_the_guest_carries_on() {
+    if !common::require_kvm() {
+        return;
+    }
+    let mnt = scratch("full").join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mountpoint");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(mounted, "mounting a 4 MiB tmpfs needs root");
+    let mut s = Sandbox::start("full-sb", Some(&mnt.join("state")));
+    let e = s
+        .ctl("hibernate")
+        .expect_err("a 4 MiB disk cannot take 64 MiB");
+    assert!(e.contains("aborted") && e.contains("space"), "{e}");
+    assert_eq!(s.state(), "running");
+    s.verify();
+    let e = s.ctl("hibernate").expect_err("still full");
+    assert!(e.contains("aborted"), "{e}");
+    s.verify();
+    let (status, stderr) = s.finish();
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_eq!(status, 0, "{stderr}");
+}
+
+fn corrupt(path: &Path, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open for corruption");
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).expect("read byte");
+    b[0] ^= 0x40;
+    f.write_all_at(&b, offset).expect("write byte");
+}
+
+#[test]
+fn a_corrupted_swap_page_stops_the_sandbox_loudly() {
+    if !common::require_kvm() {
+        return;
+    }
+    // First hibernation: everything goes to the swap file (no working set
+    // yet); the wake is by page faults.
+    let mut s = Sandbox::start("corrupt-swap", None);
+    s.ctl("hibernate").expect("hibernate");
+    let swap = s.state_dir.join("swap.qswap");
+    // A page in the middle of the data area (the 64 MiB buffer).
+    corrupt(&swap, 4096 * 8000 + 123);
+    let answer = s.cmd("verify");
+    assert!(
+        !answer.starts_with("ok"),
+        "bad data reached the guest: {answer}"
+    );
+    let (status, stderr) = s.finish();
+    assert_ne!(status, 0);
+    assert!(stderr.contains("checksum mismatch"), "{stderr}");
+}
+
+#[test]
+fn a_corrupted_or_truncated_reap_file_stops_the_sandbox_loudly() {
+    if !common::require_kvm() {
+        return;
+    }
+    for truncate in [false, true] {
+        let mut s = Sandbox::start(
+            if truncate {
+                "trunc-reap"
+            } else {
+                "corrupt-reap"
+            },
+            None,
+        );
+        s.ctl("hibernate").expect("hibernate");
+        s.verify();
+        let st = s.ctl("hibernate").expect("hibernate");
+        assert!(st["reap_bytes"].as_u64() > Some(60 << 20), "{st}");
+        let reap = s.state_dir.join("reap.qreap");
+        if truncate {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&reap)
+                .expect("open");
+            f.set_len(4096 * 100).expect("truncate");
+        } else {
+            corrupt(&reap, 4096 * 5000 + 7);
+        }
+        let e = s.ctl("wake").expect_err("a bad REAP file cannot wake");
+        assert!(e.contains("qreap"), "{e}");
+        let answer = s.cmd("verify");
+        assert!(answer.is_empty(), "the guest must not run: {answer}");
+        let (status, stderr) = s.finish();
+        assert_ne!(status, 0);
+        assert!(stderr.contains("hibernation"), "{stderr}");
+    }
+}
