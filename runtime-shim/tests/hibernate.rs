@@ -95,17 +95,7 @@ impl Sandbox {
 
     /// `qrun ctl SOCKET req`: Ok(status) or Err(message).
     fn ctl(&self, req: &str) -> Result<Value, String> {
-        let out = Command::new(common::qrun())
-            .arg("ctl")
-            .arg(&self.socket)
-            .args(req.split(' '))
-            .output()
-            .expect("qrun ctl");
-        if out.status.success() {
-            Ok(serde_json::from_slice(&out.stdout).expect("status JSON"))
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        common::ctl(&self.socket, req)
     }
 
     fn state(&self) -> String {

@@ -9,6 +9,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod bundle;
+pub mod http;
 pub mod server;
 pub mod tmp;
 
@@ -329,4 +330,19 @@ pub fn line_diff(a: &str, b: &str) -> String {
         }
     }
     out
+}
+
+/// `qrun ctl SOCKET REQ...`: the status JSON, or the error message.
+pub fn ctl(socket: &Path, req: &str) -> Result<serde_json::Value, String> {
+    let out = Command::new(qrun())
+        .arg("ctl")
+        .arg(socket)
+        .args(req.split(' '))
+        .output()
+        .map_err(|e| format!("running qrun ctl: {e}"))?;
+    if out.status.success() {
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("status JSON: {e}"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }
