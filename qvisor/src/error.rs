@@ -50,8 +50,8 @@ pub enum VmmError {
     #[error("control socket {0}")]
     ControlSocket(String, #[source] std::io::Error),
     /// The state directory could not be created.
-    #[error("state directory")]
-    StateDir(#[source] std::io::Error),
+    #[error("state directory {0}: {1}")]
+    StateDir(String, std::io::Error),
     /// A swap or REAP file failed its checks, or could not be read: the
     /// guest's memory cannot be restored.
     #[error("hibernation: {0}")]

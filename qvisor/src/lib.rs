@@ -142,7 +142,15 @@ impl Sandbox {
         }
         vcpu::set_boot_state(&vcpu, entry, cr3)?;
         let channel = ControlChannel::new().map_err(|e| VmmError::Vcpu(format!("eventfd: {e}")))?;
-        let state_dir = StateDir::new(config.state_dir.as_deref()).map_err(VmmError::StateDir)?;
+        let state_dir = StateDir::new(config.state_dir.as_deref()).map_err(|e| {
+            let dir = config
+                .state_dir
+                .as_deref()
+                .unwrap_or(&std::env::temp_dir())
+                .display()
+                .to_string();
+            VmmError::StateDir(dir, e)
+        })?;
         let hib = Hibernation::new(state_dir.path().to_path_buf(), channel.clone());
         let mut calls = HostCalls::new(
             &ram,

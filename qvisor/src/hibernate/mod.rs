@@ -161,6 +161,14 @@ impl StateDir {
     pub fn new(dir: Option<&Path>) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         if let Some(d) = dir {
+            // An existing directory is used as it is (under qrun's seccomp
+            // filter `mkdir` is not allowed, and the OCI runtime made it).
+            if d.is_dir() {
+                return Ok(Self {
+                    path: d.to_path_buf(),
+                    temporary: false,
+                });
+            }
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
