@@ -6,10 +6,10 @@
 //! - `fn64`: `hib_pattern 64`, a function with a 64 MiB heap; its request
 //!   (`verify`) reads all of it.
 //! - `hello`: `hib_pattern 1` answering `ping`: a small server.
-//! - `http64` / `httphello`: the HTTP function server (`http_server`) with
-//!   a 64 MiB heap and `/`, woken by a client connection. n/a until the
-//!   guest has sockets and `test-apps` has `http_server`: switch them on in
-//!   [`workloads`] by giving them a driver.
+//! - `http64`: the HTTP function server (`http_server`) after `/fill?mb=64`;
+//!   its request is `GET /verify` (re-reads the 64 MiB) on a new connection,
+//!   which is also what wakes it.
+//! - `httphello`: the same server answering `GET /` (a small server).
 //!
 //! Per sandbox: `cold` (spawn to first response), `warm` (a request on a
 //! running sandbox), then three hibernations: the first is woken by a
@@ -20,7 +20,8 @@
 //! and woken; CPU time (utime + stime) used over one second while
 //! hibernated; swap faults and bytes read back per wake from the status.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,13 +32,24 @@ use crate::metric::{Metric, Value};
 use crate::runner::Runner;
 use crate::stats::Summary;
 
+/// How a workload's sandbox is driven.
+#[derive(Clone, Copy)]
+enum Driver {
+    /// `hib_pattern MIB`: a command line on stdin, an answer line on stdout.
+    Pattern { mib: u64, request: &'static str },
+    /// `http_server`: `setup` once (a GET, or none), then `GET request`,
+    /// each on a new loopback connection.
+    Http {
+        setup: Option<&'static str>,
+        request: &'static str,
+    },
+}
+
 /// A workload: what to run and what a request is.
 struct Workload {
     name: &'static str,
-    /// `hib_pattern` MiB argument; `None`: not runnable yet (the reason).
-    mib: Result<u64, &'static str>,
-    request: &'static str,
-    /// Expected answer prefix.
+    driver: Driver,
+    /// Expected answer prefix (an answer line, or a response body).
     answer: &'static str,
     /// Hibernated PSS target: percent of warm, or MiB.
     pss_pct_target: Option<f64>,
@@ -45,53 +57,73 @@ struct Workload {
 }
 
 fn workloads() -> [Workload; 4] {
-    const NO_SOCKETS: &str = "needs guest sockets and test-apps http_server (I/O work)";
     [
         Workload {
             name: "fn64",
-            mib: Ok(64),
-            request: "verify",
+            driver: Driver::Pattern {
+                mib: 64,
+                request: "verify",
+            },
             answer: "ok",
             pss_pct_target: Some(5.0),
             pss_mib_target: None,
         },
         Workload {
             name: "hello",
-            mib: Ok(1),
-            request: "ping",
+            driver: Driver::Pattern {
+                mib: 1,
+                request: "ping",
+            },
             answer: "pong",
             pss_pct_target: None,
             pss_mib_target: Some(2.0),
         },
         Workload {
             name: "http64",
-            mib: Err(NO_SOCKETS),
-            request: "",
-            answer: "",
+            driver: Driver::Http {
+                setup: Some("/fill?mb=64"),
+                request: "/verify",
+            },
+            answer: "ok ",
             pss_pct_target: Some(5.0),
             pss_mib_target: None,
         },
         Workload {
             name: "httphello",
-            mib: Err(NO_SOCKETS),
-            request: "",
-            answer: "",
+            driver: Driver::Http {
+                setup: None,
+                request: "/",
+            },
+            answer: "hello",
             pss_pct_target: None,
             pss_mib_target: Some(2.0),
         },
     ]
 }
 
+/// The sandbox's request channel.
+enum Channel {
+    Stdio {
+        stdin: ChildStdin,
+        stdout: BufReader<ChildStdout>,
+    },
+    Http {
+        port: u16,
+        /// The server's stdout (its port line was read), kept open so a
+        /// later line never meets a closed pipe.
+        _stdout: BufReader<ChildStdout>,
+    },
+}
+
 struct Sandbox {
     child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    channel: Channel,
     socket: PathBuf,
     dir: PathBuf,
 }
 
 impl Sandbox {
-    fn start(r: &Runner, w: &Workload, mib: u64, i: usize) -> Result<(Self, f64), String> {
+    fn start(r: &Runner, w: &Workload, i: usize) -> Result<(Self, f64), String> {
         let dir = std::env::temp_dir().join(format!(
             "qrun-bench-hib-{}-{}-{i}",
             std::process::id(),
@@ -100,57 +132,76 @@ impl Sandbox {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let socket = dir.join("ctl.sock");
+        let opts = [
+            "--memory".to_owned(),
+            "256M".to_owned(),
+            "--control-socket".to_owned(),
+            socket.display().to_string(),
+            "--state-dir".to_owned(),
+            dir.join("state").display().to_string(),
+        ];
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
         let t0 = Instant::now();
-        let mut child = r
-            .sandboxed(
-                &[
-                    "--control-socket",
-                    &socket.display().to_string(),
-                    "--state-dir",
-                    &dir.join("state").display().to_string(),
-                ],
-                "hib_pattern",
-                &[&mib.to_string()],
-            )
+        let mut cmd = match w.driver {
+            Driver::Pattern { mib, .. } => r.sandboxed(&opts, "hib_pattern", &[&mib.to_string()]),
+            Driver::Http { .. } => r.sandboxed(&opts, "http_server", &["--port", "0"]),
+        };
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("spawning qrun: {e}"))?;
         let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let first = line(&mut stdout)?;
+        let channel = match w.driver {
+            Driver::Pattern { .. } if first.starts_with("ready") => {
+                Channel::Stdio { stdin, stdout }
+            }
+            Driver::Http { .. } => {
+                let port = first
+                    .strip_prefix("listening on ")
+                    .and_then(|p| p.trim().parse().ok())
+                    .ok_or_else(|| format!("http_server: {first:?}"))?;
+                drop(stdin);
+                Channel::Http {
+                    port,
+                    _stdout: stdout,
+                }
+            }
+            Driver::Pattern { .. } => return Err(format!("hib_pattern: {first:?}")),
+        };
         let mut s = Self {
             child,
-            stdin,
-            stdout,
+            channel,
             socket,
             dir,
         };
-        let ready = s.line()?;
-        if !ready.starts_with("ready") {
-            return Err(format!("hib_pattern: {ready:?}"));
+        if let (Driver::Http { setup: Some(p), .. }, Channel::Http { port, .. }) =
+            (w.driver, &s.channel)
+        {
+            http_get(*port, p)?;
         }
         s.request(w)?;
         Ok((s, ms(t0)))
     }
 
-    fn line(&mut self) -> Result<String, String> {
-        let mut l = String::new();
-        self.stdout
-            .read_line(&mut l)
-            .map_err(|e| format!("reading: {e}"))?;
-        Ok(l.trim().to_owned())
-    }
-
     /// One request; returns its latency in ms.
     fn request(&mut self, w: &Workload) -> Result<f64, String> {
         let t0 = Instant::now();
-        writeln!(self.stdin, "{}", w.request)
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| format!("writing: {e}"))?;
-        let a = self.line()?;
-        if !a.starts_with(w.answer) {
-            return Err(format!("answer {a:?} to {:?}", w.request));
+        let answer = match (&mut self.channel, w.driver) {
+            (Channel::Stdio { stdin, stdout }, Driver::Pattern { request, .. }) => {
+                writeln!(stdin, "{request}")
+                    .and_then(|()| stdin.flush())
+                    .map_err(|e| format!("writing: {e}"))?;
+                line(stdout)?
+            }
+            (Channel::Http { port, .. }, Driver::Http { request, .. }) => http_get(*port, request)?,
+            _ => return Err("workload and channel disagree".into()),
+        };
+        if !answer.starts_with(w.answer) {
+            return Err(format!("answer {answer:?} from {}", w.name));
         }
         Ok(ms(t0))
     }
@@ -202,10 +253,47 @@ impl Sandbox {
     }
 
     fn finish(mut self) {
-        let _ = writeln!(self.stdin, "quit");
+        match &mut self.channel {
+            Channel::Stdio { stdin, .. } => {
+                let _ = writeln!(stdin, "quit");
+            }
+            Channel::Http { port, .. } => {
+                let _ = http_get(*port, "/quit");
+            }
+        }
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn line(r: &mut BufReader<ChildStdout>) -> Result<String, String> {
+    let mut l = String::new();
+    r.read_line(&mut l).map_err(|e| format!("reading: {e}"))?;
+    Ok(l.trim().to_owned())
+}
+
+/// `GET path` on a new loopback connection (`Connection: close`): the body
+/// of a 200 response.
+fn http_get(port: u16, path: &str) -> Result<String, String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| format!("timeout: {e}"))?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("sending: {e}"))?;
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp)
+        .map_err(|e| format!("reading: {e}"))?;
+    let resp = String::from_utf8_lossy(&resp);
+    let (head, body) = resp
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("GET {path}: no response"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
+    }
+    Ok(body.to_owned())
 }
 
 fn ms(t0: Instant) -> f64 {
@@ -251,11 +339,11 @@ const METRICS: &[(&str, &str)] = &[
     ("cpu_hibernated_ms_per_s", "ms"),
 ];
 
-fn run_workload(r: &Runner, w: &Workload, mib: u64, n: usize) -> Result<Samples, String> {
+fn run_workload(r: &Runner, w: &Workload, n: usize) -> Result<Samples, String> {
     let mut s = Samples::default();
     let mut boxes = Vec::new();
     for i in 0..n {
-        let (b, cold) = Sandbox::start(r, w, mib, i)?;
+        let (b, cold) = Sandbox::start(r, w, i)?;
         s.add("cold_ms", cold);
         boxes.push(b);
     }
@@ -354,13 +442,8 @@ fn target(w: &Workload, suffix: &str) -> Option<f64> {
 pub fn run(r: &Runner, sandboxes: usize) -> Vec<Metric> {
     let mut out = Vec::new();
     for w in workloads() {
-        let result = match w.mib {
-            Ok(mib) => {
-                eprintln!("bench: hibernation {} x{sandboxes}", w.name);
-                run_workload(r, &w, mib, sandboxes).map_err(Value::Failed)
-            }
-            Err(why) => Err(Value::NotAvailable(why.to_owned())),
-        };
+        eprintln!("bench: hibernation {} x{sandboxes}", w.name);
+        let result = run_workload(r, &w, sandboxes).map_err(Value::Failed);
         for &(suffix, unit) in METRICS {
             let name = format!("hib.{}.{suffix}", w.name);
             let value = match &result {
