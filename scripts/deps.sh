@@ -2,7 +2,8 @@
 # Installs what building and testing need on a fresh Debian machine:
 # musl-gcc (test apps), busybox-static (compat tests), curl (HTTP server
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
-# bench's baseline; crun where it runs), nsenter (util-linux), and the Rust
+# bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
+# demo edits config.json with it), and the Rust
 # toolchain and targets pinned by rust-toolchain.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 command -v crun >/dev/null || need+=(crun)
 command -v nsenter >/dev/null || need+=(util-linux)
+command -v python3 >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
