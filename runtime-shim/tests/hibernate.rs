@@ -106,13 +106,7 @@ impl Sandbox {
     }
 
     fn files(&self) -> Vec<String> {
-        match std::fs::read_dir(&self.state_dir) {
-            Ok(d) => d
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        common::dir_names(&self.state_dir)
     }
 
     /// Ends the program; returns (status, stderr).
@@ -189,9 +183,7 @@ fn a_hundred_hibernations_lose_nothing() {
     let dir = s.state_dir.clone();
     let (status, stderr) = s.finish();
     assert_eq!(status, 0, "{stderr}");
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let left = common::dir_names(&dir);
     assert!(
         left.is_empty(),
         "swap/REAP files must go with the sandbox: {left:?}"
@@ -234,7 +226,7 @@ fn bad_requests_get_clear_errors() {
     let dir = s.state_dir.clone();
     let (status, _) = s.finish();
     assert_eq!(status, 128 + 9);
-    assert!(std::fs::read_dir(&dir).map_or(true, |mut d| d.next().is_none()));
+    assert_eq!(common::dir_names(&dir), Vec::<String>::new());
 }
 
 #[test]

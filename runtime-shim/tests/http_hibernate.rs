@@ -117,9 +117,7 @@ fn a_client_wakes_the_hibernated_server_and_gets_its_answer() {
     assert_eq!(get(port, "/quit"), (200, "bye\n".to_owned()));
     let (status, stderr) = server.wait_exit(Duration::from_secs(20));
     assert_eq!(status, 0, "exit status after /quit; stderr: {stderr}");
-    let left: Vec<_> = std::fs::read_dir(&state_dir)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let left = common::dir_names(&state_dir);
     assert!(
         left.is_empty(),
         "swap/REAP files outlived the sandbox: {left:?}"

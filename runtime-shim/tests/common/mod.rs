@@ -346,3 +346,14 @@ pub fn ctl(socket: &Path, req: &str) -> Result<serde_json::Value, String> {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
 }
+
+/// The names in `dir` (none when it does not exist).
+pub fn dir_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
