@@ -17,6 +17,12 @@
 //!
 //! Chunks come from a pool reserved up front, so the bitmap allocator's
 //! numbers include setting up control pages but not `mmap`.
+//!
+//! Run alone with `cargo run --release -p bench -- --only-alloc`. The bench
+//! crate is built with one codegen unit (workspace `Cargo.toml`): the buddy
+//! allocator's generic code is compiled here, and with several units its
+//! speed followed how LLVM happened to split the crate, moving the buddy
+//! numbers by up to 2x on unrelated edits.
 
 use std::alloc::{Layout, alloc, dealloc};
 use std::hint::black_box;

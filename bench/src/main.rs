@@ -1,6 +1,8 @@
 //! Benchmark harness: `cargo run --release -p bench [-- --quick] [--out
 //! PATH] [--qrun PATH]`. Needs `target/release/qrun` (`cargo build
-//! --release`) and `/dev/kvm`.
+//! --release`) and `/dev/kvm`. `--only-alloc` runs just the allocator
+//! micro-benchmark ([`alloc_bench`]), which needs neither, and prints its
+//! table without writing JSON.
 //!
 //! Not a test: it prints a table of medians (with min, p90, max and the run
 //! count), each against its target with PASS or MISS, then ratios, and
@@ -60,11 +62,13 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH]";
+const USAGE: &str =
+    "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH] | bench --only-alloc";
 
 struct Options {
     quick: bool,
     only_hibernate: bool,
+    only_alloc: bool,
     out: PathBuf,
     qrun: Option<PathBuf>,
 }
@@ -73,6 +77,7 @@ fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         quick: false,
         only_hibernate: false,
+        only_alloc: false,
         out: runner::workspace_root().join("target/bench/bench.json"),
         qrun: None,
     };
@@ -81,6 +86,7 @@ fn parse_args() -> Result<Options, String> {
         match a.as_str() {
             "--quick" => o.quick = true,
             "--only-hibernate" => o.only_hibernate = true,
+            "--only-alloc" => o.only_alloc = true,
             "--out" => o.out = args.next().ok_or("--out needs a path")?.into(),
             "--qrun" => o.qrun = Some(args.next().ok_or("--qrun needs a path")?.into()),
             // `cargo bench` style invocations pass --bench; ignore it.
@@ -103,6 +109,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if opts.only_alloc {
+        let metrics = alloc_metrics();
+        print!("{}", metric::table(&metrics, &alloc_ratios(&metrics)));
+        println!();
+        return ExitCode::SUCCESS;
+    }
     let runner = match Runner::new(opts.qrun.clone()) {
         Ok(r) => r,
         Err(msg) => {
@@ -126,12 +138,7 @@ fn main() -> ExitCode {
         metrics.extend(guest::run(&runner, guest_runs));
         eprintln!("bench: OCI run (qrun, runc, crun) x{hello_runs}");
         metrics.extend(oci::run(&runner, hello_runs));
-        eprintln!("bench: allocators");
-        metrics.extend(
-            alloc_bench::run_alloc_bench()
-                .into_iter()
-                .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None)),
-        );
+        metrics.extend(alloc_metrics());
         metrics.extend(reclaim::run(&runner, reclaim_runs));
         metrics.extend(http::run(&runner, opts.quick));
     }
@@ -155,6 +162,14 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+fn alloc_metrics() -> Vec<Metric> {
+    eprintln!("bench: allocators");
+    alloc_bench::run_alloc_bench()
+        .into_iter()
+        .map(|(name, v)| Metric::new(&name, alloc_unit(&name), Value::Scalar(v), None))
+        .collect()
 }
 
 fn alloc_unit(name: &str) -> &'static str {
@@ -224,6 +239,13 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
         "http_p50_us",
         "http_native_p50_us",
     ));
+    r.extend(alloc_ratios(m));
+    r
+}
+
+/// The bitmap allocator against the buddy allocator, plain and locked.
+fn alloc_ratios(m: &[Metric]) -> Vec<Ratio> {
+    let mut r = Vec::new();
     for workload in ["pair", "batch"] {
         for other in ["buddy", "buddy_locked"] {
             r.push(Ratio::of(

@@ -138,7 +138,7 @@ impl ControlPage {
         self.prev.store(chunk as u64, Relaxed);
     }
 
-    #[cfg(test)]
+    #[inline]
     pub(super) fn free_pages(&self) -> usize {
         self.free_pages.load(Relaxed) as usize
     }

@@ -148,10 +148,9 @@ pub unsafe trait ChunkSource {
 /// Under the lock.
 struct Inner<S> {
     source: S,
+    /// Also keeps the free page and fully free chunk totals.
     list: ChunkList,
     chunks: usize,
-    free_chunks: usize,
-    free_pages: usize,
 }
 
 /// The page allocator. See the module documentation.
@@ -201,8 +200,6 @@ impl<S: ChunkSource> BitmapAllocator<S> {
                 source,
                 list: ChunkList::new(),
                 chunks: 0,
-                free_chunks: 0,
-                free_pages: 0,
             }),
             owned: OwnedChunks::new(base),
             readers: AtomicUsize::new(0),
@@ -222,12 +219,11 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         // the lock, so the chunk stays held while `cp` lives.
         let cp = unsafe { ControlPage::at(chunk) };
         let (index, left) = cp.take_page().expect("a chunk on the list has a free page");
-        if left == USABLE_PAGES_PER_CHUNK - 1 {
-            inner.free_chunks -= 1;
-        } else if left == 0 {
+        // The page came from the head, whose counts the list does not
+        // total: nothing to update unless the chunk is now full.
+        if left == 0 {
             inner.list.unlink(chunk);
         }
-        inner.free_pages -= 1;
         // A free page's count is 0 and only changes under the lock: no
         // lock-free call raises a count from 0.
         cp.refcount(index).store(1, Release);
@@ -258,8 +254,6 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         self.owned.insert(chunk);
         inner.list.push_front(chunk);
         inner.chunks += 1;
-        inner.free_chunks += 1;
-        inner.free_pages += USABLE_PAGES_PER_CHUNK;
         Some(chunk)
     }
 
@@ -362,11 +356,12 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     /// The current counters.
     pub fn stats(&self) -> AllocStats {
         let inner = self.inner.lock();
+        let pages_free = inner.list.free_pages();
         AllocStats {
             chunks: inner.chunks,
-            free_chunks: inner.free_chunks,
-            pages_in_use: inner.chunks * USABLE_PAGES_PER_CHUNK - inner.free_pages,
-            pages_free: inner.free_pages,
+            free_chunks: inner.list.free_chunks(),
+            pages_in_use: inner.chunks * USABLE_PAGES_PER_CHUNK - pages_free,
+            pages_free,
         }
     }
 
@@ -424,16 +419,14 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         let Some(now) = cp.put_page(index) else {
             return Err(AllocError::DoubleFree);
         };
-        inner.free_pages += 1;
-        match now {
-            1 => inner.list.push_front(chunk),
-            USABLE_PAGES_PER_CHUNK => {
-                inner.free_chunks += 1;
-                if inner.free_chunks > FREE_CHUNK_CACHE {
-                    self.try_release(inner, chunk);
-                }
-            }
-            _ => {}
+        if now == 1 {
+            // It was full, hence off the list.
+            inner.list.push_front(chunk);
+            return Ok(());
+        }
+        inner.list.page_returned(chunk, now);
+        if now == USABLE_PAGES_PER_CHUNK && inner.list.free_chunks() > FREE_CHUNK_CACHE {
+            self.try_release(inner, chunk);
         }
         Ok(())
     }
@@ -453,8 +446,6 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         // yet) and the lock; no reader can reach it any more (see above).
         unsafe { ControlPage::at(chunk) }.retire();
         inner.chunks -= 1;
-        inner.free_chunks -= 1;
-        inner.free_pages -= USABLE_PAGES_PER_CHUNK;
         inner.source.free_chunk(chunk);
     }
 }

@@ -142,10 +142,10 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         if listed.iter().any(|c| !held.contains(c)) {
             return Err("a chunk on the list is not held".into());
         }
-        if held.len() != inner.chunks || free != inner.free_pages {
+        if held.len() != inner.chunks || free != inner.list.free_pages() {
             return Err("counters disagree with the chunks".into());
         }
-        if fully_free != inner.free_chunks {
+        if fully_free != inner.list.free_chunks() {
             return Err("free_chunks disagrees with the chunks".into());
         }
         Ok(())
