@@ -11,6 +11,7 @@ mod isolation;
 mod oci_log;
 mod plan;
 mod timefmt;
+mod vmm_log;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -151,6 +152,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    vmm_log::install(&g.log, g.debug);
     let Some(command) = args.first().cloned() else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);

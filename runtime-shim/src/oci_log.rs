@@ -16,18 +16,23 @@ pub struct Log {
 }
 
 impl Log {
+    /// One line of the log in its format (no newline).
+    pub fn line(&self, level: &str, msg: &str) -> String {
+        let time = timefmt::rfc3339_now();
+        if self.json {
+            json!({"level": level, "msg": msg, "time": time}).to_string()
+        } else {
+            format!("time=\"{time}\" level={level} msg={msg:?}")
+        }
+    }
+
     /// Appends one line at `level`; a log that cannot be written is not an
     /// error of the operation (stderr has the message too).
     pub fn write(&self, level: &str, msg: &str) {
         let Some(path) = &self.path else {
             return;
         };
-        let time = timefmt::rfc3339_now();
-        let line = if self.json {
-            json!({"level": level, "msg": msg, "time": time}).to_string()
-        } else {
-            format!("time=\"{time}\" level={level} msg={msg:?}")
-        };
+        let line = self.line(level, msg);
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -31,6 +31,7 @@ pub fn options<'a>(
         pid_file: p.value("pid-file").map(Path::new),
         console_socket: p.value("console-socket").map(Path::new),
         debug: g.debug,
+        log: &g.log,
     })
 }
 

@@ -27,6 +27,8 @@ pub struct CreateOptions<'a> {
     pub pid_file: Option<&'a Path>,
     pub console_socket: Option<&'a Path>,
     pub debug: bool,
+    /// The runtime log, passed on to the sandbox process.
+    pub log: &'a crate::oci_log::Log,
 }
 
 /// Creates the container; returns it and the sandbox process (a child of
@@ -105,6 +107,11 @@ fn create_in(
     let mut cmd = Command::new(exe);
     if o.debug {
         cmd.arg("--debug");
+    }
+    // The sandbox's VMM logs (hibernation, warnings) go to the runtime log.
+    if let Some(path) = &o.log.path {
+        let format = if o.log.json { "json" } else { "text" };
+        cmd.arg("--log").arg(path).arg("--log-format").arg(format);
     }
     cmd.arg("sandbox-init")
         .arg(dir)
