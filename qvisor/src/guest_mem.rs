@@ -163,14 +163,16 @@ impl GuestRam {
     /// CRC-32 (`qlib::swapfile::checksum`) of a checked guest range.
     ///
     /// Callers use it only while no vCPU runs (hibernation and wake happen
-    /// with the guest stopped in a host call), so the bytes cannot change
-    /// under the checksum.
+    /// with the guest stopped in a host call), and while no other VMM thread
+    /// writes the range (the REAP read-back's two workers read into
+    /// distinct pages), so the bytes cannot change under the checksum.
     pub fn checksum(&self, gpa: u64, len: u64) -> Result<u32, BadRange> {
         self.check(gpa, len)?;
         let p = (self.host_base() + gpa) as *const u8;
         // SAFETY: the range lies inside guest RAM, mapped while `self`
-        // lives; the only vCPU is stopped in a host call (see above), so no
-        // one writes it while the shared slice exists.
+        // lives; the only vCPU is stopped in a host call and no other
+        // thread writes the range (callers' contract, see above), so no one
+        // writes it while the shared slice exists.
         let bytes = unsafe { std::slice::from_raw_parts(p, len as usize) };
         Ok(qlib::swapfile::checksum(bytes))
     }

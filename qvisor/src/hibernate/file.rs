@@ -191,9 +191,14 @@ impl PageFile {
         Ok(entries)
     }
 
-    /// Empties the file (its pages are back in guest RAM).
-    pub fn clear(&self) -> Result<(), SwapError> {
-        self.meta.set_len(0).map_err(self.io("truncating"))
+    /// Makes the file invalid (its pages are back in guest RAM): zeroes
+    /// the header, which no reader accepts. The data blocks stay allocated,
+    /// to be rewritten by the next hibernation (and freed with the file):
+    /// truncating 64 MiB took ~9 ms here, on the wake's critical path.
+    pub fn invalidate(&self) -> Result<(), SwapError> {
+        self.meta
+            .write_all_at(&[0u8; swapfile::HEADER_LEN], 0)
+            .map_err(self.io("writing"))
     }
 }
 
