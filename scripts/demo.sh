@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QRUN=$PWD/target/release/qrun
-APPS=$(ls -d target/release/build/test-apps-*/out/bin | head -1)
+APPS=$(ls -td target/release/build/test-apps-*/out/bin | head -1)
 PORT=${DEMO_PORT:-18080}
 ID=demo-fn-$$
 if [ ! -r /dev/kvm ]; then

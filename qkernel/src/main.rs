@@ -149,6 +149,10 @@ mod kernel {
                 hostcall::exit(126)
             }
         };
+        if let Err(e) = arch::user_return::map(&mut mm) {
+            log::error!("cannot map the return page: {e:?}");
+            hostcall::exit(126)
+        }
         let user_cr3 = mm.pt.user_cr3();
         let kernel_cr3 = mm.pt.kernel_cr3();
         let cwd =

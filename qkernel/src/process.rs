@@ -103,7 +103,7 @@ impl Process {
 
 /// Flags a user context may hold: CF PF AF ZF SF TF DF OF AC ID; IF is
 /// always set.
-const USER_RFLAGS: u64 = 0x0025_4dd5;
+pub const USER_RFLAGS: u64 = 0x0025_4dd5;
 
 /// Prepares the trampoline frame for returning to `frame` with `iretq`.
 pub fn prepare_iret(frame: &TrapFrame, user_cr3: u64) {

@@ -6,6 +6,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
+use crate::arch::user_return;
 use crate::mm::fault::{self, FaultError};
 use crate::{hostcall, process, syscalls};
 
@@ -57,10 +58,12 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
 }
 
 /// Called by the exception stubs; `from_user` comes from the stack the
-/// exception arrived on. From user mode the entry code always leaves
-/// through the trampoline, which is prepared here.
+/// exception arrived on. Back to user mode, returns 0 to leave with
+/// `sysretq` through the return stub (`arch::user_return`), 1 to leave
+/// through the trampoline (`iretq`, prepared here); ignored for a kernel
+/// exception (which panics).
 #[unsafe(no_mangle)]
-extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
+extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
     let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
     if !from_user {
@@ -99,5 +102,9 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
             0,
         ),
     }
+    if process::with(|p| user_return::prepare(frame, &mut p.mm)) {
+        return 0;
+    }
     process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
+    1
 }

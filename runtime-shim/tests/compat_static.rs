@@ -49,6 +49,18 @@ fn hello() {
     assert_eq!(native.status, 0);
 }
 
+/// Registers and flags survive a page fault (the kernel returns from
+/// exceptions with `sysretq` through a stub that restores RCX and R11).
+#[test]
+fn fault_regs() {
+    if !require_kvm() {
+        return;
+    }
+    let native = compare("fault_regs", &[], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    assert!(stdout(&native).ends_with("ok\n"), "{native:?}");
+}
+
 #[test]
 fn args_env() {
     if !require_kvm() {

@@ -27,6 +27,7 @@ pub const ALL: &[&str] = &[
     "clocks",
     "escape",
     "exit_code",
+    "fault_regs",
     "fileops",
     "fileops_special",
     "hello",

@@ -3,7 +3,8 @@
 //!
 //! Both entries build a [`TrapFrame`] on the kernel stack. Back to user:
 //! - `sysretq` after a syscall (one trap; the hypervisor switches CR3 back
-//!   to the user PGD, opt-in bit 2);
+//!   to the user PGD, opt-in bit 2), and after an exception too, through
+//!   the return stub of `user_return` that restores RCX and R11;
 //! - otherwise through the trampoline in `.cpu_entry.text`, a page the user
 //!   PGD maps too: `mov cr3, user_pgd` then `iretq` from a small trampoline
 //!   stack in `.cpu_entry.data` that the user PGD maps read-only.
@@ -131,6 +132,15 @@ global_asm!(
     POP_GPRS_BUT_RAX
     pop rax
 .endm
+/* Back to user mode with sysretq from a TrapFrame at rsp: rcx = its rip,
+   r11 = its rflags (after an exception, rip is the return stub's). */
+.macro SYSRET
+    POP_GPRS
+    mov rcx, [rsp + 16]
+    mov r11, [rsp + 32]
+    mov rsp, [rsp + 40]
+    sysretq
+.endm
 
 .section .text
 .global syscall_entry
@@ -150,12 +160,7 @@ syscall_entry:
     call syscall_handler
     test rax, rax
     jnz 1f
-    /* sysretq: rcx = rip, r11 = rflags. */
-    POP_GPRS
-    mov rcx, [rsp + 16]
-    mov r11, [rsp + 32]
-    mov rsp, [rsp + 40]
-    sysretq
+    SYSRET
 1:
     mov rdi, rsp
     jmp return_via_iret
@@ -190,6 +195,10 @@ exception_common:
     mov rdi, rsp
     mov esi, 1
     call exception_handler
+    test rax, rax
+    jnz 1f
+    SYSRET
+1:
     mov rdi, rsp
     jmp return_via_iret
 

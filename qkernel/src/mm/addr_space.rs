@@ -7,7 +7,7 @@ use qlib::pte::{Pte, user_flags};
 
 use super::frames;
 use super::pagetable::PageTables;
-use super::vma::{PROT_EXEC, PROT_WRITE, Vma, VmaKind, VmaSet};
+use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE, Vma, VmaKind, VmaSet};
 use crate::arch;
 use crate::errno::Errno;
 
@@ -58,6 +58,17 @@ impl AddrSpace {
             prot,
             kind,
         });
+    }
+
+    /// Maps the kernel page at `gpa` read + execute at `va` (a VMA of its
+    /// own, so `mmap` never picks it).
+    pub fn map_kernel_page(&mut self, va: u64, gpa: u64) -> Result<(), Errno> {
+        let prot = PROT_READ | PROT_EXEC;
+        let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
+        // SAFETY: `leaf` points into a live page-table page of ours.
+        unsafe { *leaf = Pte::new(gpa, pte_flags(prot)).0 };
+        self.add_vma(va, va + 4096, prot, VmaKind::Kernel);
+        Ok(())
     }
 
     /// Maps a fresh zeroed page at every unmapped page of `[start, end)`,

@@ -83,6 +83,11 @@ pub fn alloc_zeroed() -> Option<u64> {
 
 /// Drops one reference to a user page; the last one zeroes and frees it.
 pub fn put(gpa: u64) {
+    // Not a user frame: a kernel page mapped into user space
+    // (`arch::user_return`), which unmapping only removes.
+    if gpa < POOL_START.load(Ordering::Relaxed) || gpa >= POOL_END.load(Ordering::Relaxed) {
+        return;
+    }
     let va = gpa_to_kva(gpa) as usize;
     if FRAMES.refcount(va) == Ok(1) {
         // SAFETY: we hold the last reference to this page (one vCPU, so no

@@ -20,6 +20,9 @@ pub enum VmaKind {
     Heap,
     /// The main thread's stack.
     Stack,
+    /// A kernel page shown to the program (`arch::user_return`), not a
+    /// user frame.
+    Kernel,
 }
 
 /// A mapped range `[start, end)`.

@@ -1,0 +1,98 @@
+//! Returning from an exception to user mode with `sysretq` instead of
+//! `mov cr3` + `iretq`.
+//!
+//! On this hypervisor `sysretq` is one trap that also switches to the user
+//! PGD (opt-in bit 2), while the trampoline's `mov cr3` and `iretq` are two
+//! (PLATFORM.md): a user page fault measured 15.6 µs with the trampoline and
+//! 8.9 µs with `sysretq`. But `sysretq` takes RIP from RCX and RFLAGS from
+//! R11, which the interrupted program still owns. So the kernel saves the
+//! program's RCX, R11 and RIP in the return page's slots and `sysretq`s to
+//! the stub at the top of the same page, which reloads them and jumps:
+//!
+//! ```text
+//!   USER_RETURN_VA + 0x000:  mov rcx, [rip + slot 0]   48 8b 0d f9 07 00 00
+//!                  + 0x007:  mov r11, [rip + slot 1]   4c 8b 1d fa 07 00 00
+//!                  + 0x00e:  jmp [rip + slot 2]        ff 25 fc 07 00 00
+//!                  + 0x800:  slots: rcx, r11, rip
+//! ```
+//!
+//! No flag changes after `sysretq` has set RFLAGS, and no user memory (the
+//! stack, its red zone) is touched. The page is one page of the kernel
+//! image, mapped read+execute at [`USER_RETURN_VA`] in the user address
+//! space (the free page between the stack top and the end of user space);
+//! it is not a user frame, so hibernation and reclaim never move it. If the
+//! program unmapped or replaced it, the PTE no longer matches and the
+//! trampoline is used. One vCPU and one thread: the slots are per CPU, and
+//! nothing runs between `sysretq` and the stub's last load.
+
+use qlib::pte::NO_EXEC;
+
+use crate::arch::entry::TrapFrame;
+use crate::mm::addr_space::AddrSpace;
+use crate::mm::kva_to_gpa;
+
+/// Where the return page is mapped in every user address space.
+pub const USER_RETURN_VA: u64 = 0x7fff_ffff_e000;
+
+/// Offset of the slots in the page.
+const SLOTS: usize = 0x800;
+
+/// The stub (module doc): RIP-relative loads of slots 0 and 1 into RCX and
+/// R11, then an indirect jump through slot 2.
+const STUB: [u8; 20] = [
+    0x48, 0x8b, 0x0d, 0xf9, 0x07, 0x00, 0x00, // mov rcx, [rip + 0x7f9]
+    0x4c, 0x8b, 0x1d, 0xfa, 0x07, 0x00, 0x00, // mov r11, [rip + 0x7fa]
+    0xff, 0x25, 0xfc, 0x07, 0x00, 0x00, // jmp [rip + 0x7fc]
+];
+
+// The displacements above are relative to the end of each instruction.
+const _: () = assert!(7 + 0x7f9 == SLOTS && 14 + 0x7fa == SLOTS + 8 && 20 + 0x7fc == SLOTS + 16);
+
+#[repr(C, align(4096))]
+struct ReturnPage([u8; 4096]);
+
+const fn page() -> ReturnPage {
+    let mut p = [0xcc; 4096]; // int3 everywhere but the stub and slots
+    let mut i = 0;
+    while i < STUB.len() {
+        p[i] = STUB[i];
+        i += 1;
+    }
+    let mut j = SLOTS;
+    while j < SLOTS + 24 {
+        p[j] = 0;
+        j += 1;
+    }
+    ReturnPage(p)
+}
+
+static mut RETURN_PAGE: ReturnPage = page();
+
+fn page_gpa() -> u64 {
+    kva_to_gpa(core::ptr::addr_of!(RETURN_PAGE) as u64)
+}
+
+/// Maps the return page into `mm` (read + execute) at [`USER_RETURN_VA`].
+pub fn map(mm: &mut AddrSpace) -> Result<(), crate::errno::Errno> {
+    mm.map_kernel_page(USER_RETURN_VA, page_gpa())
+}
+
+/// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11
+/// and RIP in the slots and points RIP at the stub. False (nothing changed)
+/// when `mm` no longer maps the return page: use the trampoline.
+pub fn prepare(frame: &mut TrapFrame, mm: &mut AddrSpace) -> bool {
+    let pte = mm.pt.get(USER_RETURN_VA);
+    if !pte.present() || pte.addr() != page_gpa() || pte.0 & NO_EXEC != 0 {
+        return false;
+    }
+    let slots = [frame.rcx, frame.r11, frame.rip];
+    // SAFETY: one vCPU; the slots are read only by the stub, after the
+    // `sysretq` that follows this call.
+    unsafe {
+        let base = core::ptr::addr_of_mut!(RETURN_PAGE).cast::<u8>().add(SLOTS);
+        core::ptr::write_volatile(base.cast::<[u64; 3]>(), slots);
+    }
+    frame.rip = USER_RETURN_VA;
+    frame.rflags = (frame.rflags & crate::process::USER_RFLAGS) | 0x202;
+    true
+}
