@@ -144,6 +144,15 @@ impl AddrSpace {
         if !self.vmas.covers(start, end) {
             return Err(Errno::ENOMEM);
         }
+        // The kernel's return page stays read-only for the program.
+        if prot & PROT_WRITE != 0
+            && self
+                .vmas
+                .iter_range(start, end)
+                .any(|v| v.kind == VmaKind::Kernel)
+        {
+            return Err(Errno::EACCES);
+        }
         self.vmas.protect(start, end, prot);
         let mut flush = false;
         let mut va = start;
