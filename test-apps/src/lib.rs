@@ -40,6 +40,9 @@ pub const ALL: &[&str] = &[
     "reclaim_probe",
     "rust-hello",
     "segfault",
+    // SIGTERM during a blocking call, sent by the test (not by itself).
+    "sig_graceful",
+    "signals",
     "sysinfo",
     "touch_mem",
 ];

@@ -63,8 +63,8 @@ fn poll_entries(p: &Process, entries: &mut [Entry], deadline: u64) -> SysResult 
     }
     let deadline = if ready > 0 { 0 } else { deadline };
     if host_fds.is_empty() {
-        if deadline != 0 {
-            hostcall::call(Call::Sleep, [deadline, 0, 0, 0, 0, 0]);
+        if deadline != 0 && !hostcall::sleep_until(deadline) {
+            return Err(Errno::ERESTARTNOHAND);
         }
         return Ok(ready);
     }
