@@ -152,6 +152,12 @@ fn sigterm_interrupts_pause() {
     graceful("pause");
 }
 
+/// SIGTERM blocked but for the ppoll's own mask.
+#[test]
+fn sigterm_interrupts_ppoll_with_sigmask() {
+    graceful("ppoll");
+}
+
 /// With SA_RESTART the read is restarted after the handler and returns
 /// the byte the handler wrote.
 #[test]

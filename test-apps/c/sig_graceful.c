@@ -2,10 +2,13 @@
  * The SIGTERM handler (no SA_RESTART) sets a flag; the blocked call must
  * return EINTR so the loop sees the flag, prints "graceful" and exits 0.
  * MODE: read (a pipe nobody writes), epoll (epoll_wait on it), sleep
- * (nanosleep), pause, or restart (SA_RESTART: the handler writes a byte
- * into the pipe and the read, restarted, returns it).
+ * (nanosleep), pause, ppoll (SIGTERM blocked except during the ppoll, the
+ * race-free server pattern), or restart (SA_RESTART: the handler writes a
+ * byte into the pipe and the read, restarted, returns it).
  * Prints "ready" once the handler is installed and it is about to block. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +49,12 @@ int main(int argc, char **argv)
     sa.sa_flags = restart ? SA_RESTART : 0;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+    sigset_t term, none;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigemptyset(&none);
+    if (strcmp(mode, "ppoll") == 0)
+        sigprocmask(SIG_BLOCK, &term, NULL);
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(ep, EPOLL_CTL_ADD, fds[0], &ev);
@@ -59,6 +68,9 @@ int main(int argc, char **argv)
         } else if (strcmp(mode, "sleep") == 0) {
             struct timespec ts = {.tv_sec = 60};
             r = nanosleep(&ts, &ts);
+        } else if (strcmp(mode, "ppoll") == 0) {
+            struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+            r = ppoll(&pfd, 1, NULL, &none);
         } else if (strcmp(mode, "pause") == 0) {
             r = pause();
         } else {

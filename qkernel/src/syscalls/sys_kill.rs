@@ -57,6 +57,25 @@ fn wait_for_signal() -> SysResult {
     Err(Errno::ERESTARTNOHAND)
 }
 
+/// The `sigmask` argument of `ppoll`, `pselect6` and `epoll_pwait` (0:
+/// none): installed for the wait like `rt_sigsuspend`'s, and put back on
+/// the way out (`signal::deliver`). A handled signal it unblocks ends the
+/// wait before it starts.
+pub fn wait_mask(p: &mut Process, mask: u64, size: u64) -> Result<(), Errno> {
+    if mask == 0 {
+        return Ok(());
+    }
+    if size != 8 {
+        return Err(Errno::EINVAL);
+    }
+    let m: u64 = uaccess::read(&mut p.mm, mask)?;
+    signal::suspend_with(m);
+    if signal::interrupts() {
+        return Err(Errno::ERESTARTNOHAND);
+    }
+    Ok(())
+}
+
 /// `pause()`.
 pub fn pause(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
     wait_for_signal()
