@@ -200,3 +200,27 @@ fn sigterm_via_control_socket_after_hibernation() {
     );
     assert_eq!(out.status, 0, "{out:?}");
 }
+
+/// Hostile `rt_sigreturn` frames and stacks: RFLAGS sanitized, a
+/// non-canonical RIP, an unmapped frame or fpstate, a handler with no
+/// stack: the program survives or dies by SIGSEGV exactly as on Linux, and
+/// the sandbox's kernel never panics.
+#[test]
+fn hostile_frames() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("sig_badframe");
+    for (mode, status) in [
+        ("flags", 0),
+        ("noncanonical", 139),
+        ("unmapped", 139),
+        ("badfp", 139),
+        ("badstack", 139),
+    ] {
+        let native = run_native(&prog, &[mode], &[]);
+        assert_eq!(native.status, status, "native {mode}: {native:?}");
+        let sandboxed = run_sandboxed(&prog, &[mode], &[]);
+        assert_same(&format!("sig_badframe {mode}"), &native, &sandboxed);
+    }
+}

@@ -42,6 +42,9 @@ pub const FPSTATE_SIZE: u64 = 512;
 
 /// `uc_flags`: `UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS`, as Linux sets.
 const UC_FLAGS: u64 = 2 | 4;
+/// RFLAGS bits `rt_sigreturn` takes from the frame (Linux `FIX_EFLAGS`):
+/// CF PF AF ZF SF TF DF OF AC RF.
+const SIGRETURN_FLAGS: u64 = 0x5_0dd5;
 const USER_CS: u64 = 0x33;
 const USER_SS: u64 = 0x2b;
 
@@ -204,7 +207,9 @@ pub fn read(mm: &mut AddrSpace, uc: u64, regs: &mut TrapFrame) -> Result<Restore
     regs.rcx = w(14);
     regs.rsp = w(15);
     regs.rip = w(16);
-    regs.rflags = (w(17) & crate::process::USER_RFLAGS) | 0x202;
+    // As Linux: only the arithmetic flags, DF, TF, AC and RF come from the
+    // frame; the rest stay as they were (and are sanitized on the way out).
+    regs.rflags = (regs.rflags & !SIGRETURN_FLAGS) | (w(17) & SIGRETURN_FLAGS);
     regs.cs = USER_CS;
     regs.ss = USER_SS;
     let at = (SIGMASK_OFFSET - UC_OFFSET) as usize;
