@@ -13,6 +13,10 @@ impl Errno {
     pub const ENOENT: Errno = Errno(2);
     pub const ESRCH: Errno = Errno(3);
     pub const EINTR: Errno = Errno(4);
+    /// Internal (`signal::deliver` turns them into EINTR or a restart).
+    pub const ERESTARTSYS: Errno = Errno(512);
+    pub const ERESTARTNOINTR: Errno = Errno(513);
+    pub const ERESTARTNOHAND: Errno = Errno(514);
     pub const EIO: Errno = Errno(5);
     pub const ENXIO: Errno = Errno(6);
     pub const E2BIG: Errno = Errno(7);

@@ -15,7 +15,11 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
 
 /// Makes a host call; returns the VMM's result (>= 0 or `-errno`). A
 /// blocking call the VMM cuts short for a control request is retried once
-/// the request is served; requests posted meanwhile are served too.
+/// the request is served (requests posted meanwhile are served too),
+/// unless the request made a handled signal pending: then the call returns
+/// `RET_RESTART` (`-ERESTARTSYS`) and signal delivery decides between
+/// `EINTR` and a restart (`signal::deliver`). A hibernation is not a
+/// signal: the call is reissued.
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
     loop {
         let ret = raw_call(c, args);
@@ -24,7 +28,7 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         crate::mm::swap::set_in_flight(restart.then_some((c, args)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
-        if !restart {
+        if !restart || crate::signal::interrupts() {
             return ret;
         }
     }
@@ -53,9 +57,10 @@ pub fn iovecs(v: &[IoVec]) -> (u64, u64) {
     (kva_to_gpa(v.as_ptr() as u64), v.len() as u64)
 }
 
-/// Blocks until the monotonic clock reaches `deadline_ns`.
-pub fn sleep_until(deadline_ns: u64) {
-    call(Call::Sleep, [deadline_ns, 0, 0, 0, 0, 0]);
+/// Blocks until the monotonic clock reaches `deadline_ns` (`u64::MAX`:
+/// forever); false when a handled signal cut the sleep short.
+pub fn sleep_until(deadline_ns: u64) -> bool {
+    call(Call::Sleep, [deadline_ns, 0, 0, 0, 0, 0]) != RET_RESTART
 }
 
 /// Ends the sandbox with `status`.

@@ -12,7 +12,7 @@ use crate::arch::entry::{TRAMP_FRAME, TrampFrame, TrapFrame};
 use crate::mm::addr_space::AddrSpace;
 
 /// A recorded `struct sigaction` (kernel layout: handler, flags, restorer,
-/// mask). Delivery comes later; `rt_sigaction` round-trips it.
+/// mask), as `rt_sigaction` takes it; `signal` delivers with it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SigAction {
     /// Handler, `SIG_DFL` (0) or `SIG_IGN` (1).
@@ -25,13 +25,12 @@ pub struct SigAction {
     pub mask: u64,
 }
 
-/// Signal state.
+/// Signal state (the pending set and the blocked mask are atomics in
+/// `signal`, reachable without the process lock).
 #[derive(Debug, Clone, Copy)]
 pub struct Signals {
     /// Dispositions, index = signal - 1.
     pub actions: [SigAction; 64],
-    /// Blocked set.
-    pub mask: u64,
     /// `sigaltstack`: (sp, flags, size).
     pub altstack: (u64, i32, u64),
 }
@@ -86,7 +85,6 @@ impl Process {
             mm,
             signals: Signals {
                 actions: [SigAction::default(); 64],
-                mask: 0,
                 altstack: (0, 2, 0), // SS_DISABLE
             },
             clear_child_tid: 0,

@@ -1,6 +1,7 @@
 //! Traps from user mode: syscalls and exceptions. A fault the kernel cannot
-//! resolve ends the program with the status a shell reports (128 + signal)
-//! until signal delivery exists.
+//! resolve becomes a signal (`signal::force_fault`): the program's handler
+//! runs, or the program ends with the status a shell reports (128 + N).
+//! Pending signals are delivered on every way back to user mode.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -8,7 +9,7 @@ use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
 use crate::arch::user_return;
 use crate::mm::fault::{self, FaultError};
-use crate::{hostcall, process, syscalls};
+use crate::{hostcall, process, signal, syscalls};
 
 static USER_CR3: AtomicU64 = AtomicU64::new(0);
 
@@ -24,12 +25,8 @@ pub fn set_platform(p: Platform) {
     PLATFORM.call_once(|| p);
 }
 
-const SIGTRAP: i32 = 5;
-const SIGILL: i32 = 4;
-const SIGBUS: i32 = 7;
-const SIGFPE: i32 = 8;
 const SIGKILL: i32 = 9;
-const SIGSEGV: i32 = 11;
+const SYS_RT_SIGRETURN: u64 = 15;
 
 fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
     log::info!(
@@ -41,19 +38,47 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
 }
 
 /// Called by the syscall entry. Returns 0 to leave with `sysretq`, 1 to
-/// leave through the trampoline (`iretq`, prepared here).
+/// leave through the trampoline (`iretq`, prepared here). Pending signals
+/// are delivered on the way out. `rt_sigreturn` restores every register,
+/// RCX and R11 included, so it leaves through the return stub
+/// (`user_return`) or the trampoline, never with a plain `sysretq`.
 #[unsafe(no_mangle)]
 extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
-    let args = [
-        frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
-    ];
-    frame.rax = syscalls::dispatch(frame.rax, &args);
-    // sysretq to a RIP outside the lower half would fault in kernel mode.
-    if frame.rip < 0x0000_8000_0000_0000 {
-        0
+    let nr = frame.rax;
+    let full_restore = if nr == SYS_RT_SIGRETURN {
+        crate::control::serve_pending();
+        signal::sigreturn(frame);
+        signal::deliver(frame, None);
+        true
     } else {
-        process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
-        1
+        let args = [
+            frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
+        ];
+        frame.rax = syscalls::dispatch(nr, &args);
+        signal::deliver(frame, Some(nr));
+        false
+    };
+    // sysretq to a RIP outside the lower half would fault in kernel mode.
+    if frame.rip < 0x0000_8000_0000_0000
+        && (!full_restore || process::with(|p| user_return::prepare(frame, &mut p.mm)))
+    {
+        return 0;
+    }
+    process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
+    1
+}
+
+/// The signal for an exception vector, its `si_code` and whether
+/// `si_addr` is the faulting instruction.
+fn fault_signal(vector: u64) -> (u32, i32, bool) {
+    match vector {
+        0 => (signal::SIGFPE, 1, true),       // FPE_INTDIV
+        16 | 19 => (signal::SIGFPE, 0, true), // x87 / SIMD
+        1 => (signal::SIGTRAP, 2, false),     // TRAP_TRACE
+        3 => (signal::SIGTRAP, signal::SI_KERNEL, false),
+        6 => (signal::SIGILL, 2, true),   // ILL_ILLOPN
+        17 => (signal::SIGBUS, 1, false), // BUS_ADRALN
+        _ => (signal::SIGSEGV, signal::SI_KERNEL, false),
     }
 }
 
@@ -77,32 +102,37 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
             frame.vector, frame.rip, frame.error, cr2, frame.rsp
         );
     }
-    match frame.vector {
-        14 => {
-            let addr = platform.fault_address();
-            let r = process::with(|p| fault::handle(&mut p.mm, addr, frame.error));
-            match r {
-                Ok(()) => {}
-                Err(FaultError::Segv) => kill(SIGSEGV, frame, "page fault", addr),
-                Err(FaultError::Oom) => kill(SIGKILL, frame, "out of memory", addr),
+    let mut info = signal::Info {
+        trapno: frame.vector,
+        error: frame.error,
+        ..signal::Info::user(0, 0, 0)
+    };
+    if frame.vector == 14 {
+        let addr = platform.fault_address();
+        let r = process::with(|p| {
+            fault::handle(&mut p.mm, addr, frame.error)
+                .map_err(|e| (e, p.mm.vmas.find(addr).is_some()))
+        });
+        match r {
+            Ok(()) => {}
+            Err((FaultError::Segv, mapped)) => {
+                // SEGV_ACCERR inside a mapping, else SEGV_MAPERR.
+                info.code = if mapped { 2 } else { 1 };
+                info.addr = addr;
+                signal::force_fault(signal::SIGSEGV, info);
             }
+            Err((FaultError::Oom, _)) => kill(SIGKILL, frame, "out of memory", addr),
         }
-        0 | 16 | 19 => kill(SIGFPE, frame, "arithmetic exception", 0),
-        1 | 3 => kill(SIGTRAP, frame, "trap", 0),
-        6 => kill(SIGILL, frame, "invalid opcode", 0),
-        17 => kill(SIGBUS, frame, "alignment check", 0),
-        v => kill(
-            SIGSEGV,
-            frame,
-            if v == 13 {
-                "general protection"
-            } else {
-                "exception"
-            },
-            0,
-        ),
+    } else {
+        let (sig, code, at_rip) = fault_signal(frame.vector);
+        info.code = code;
+        info.addr = if at_rip { frame.rip } else { 0 };
+        signal::force_fault(sig, info);
     }
-    if process::with(|p| user_return::prepare(frame, &mut p.mm)) {
+    signal::deliver(frame, None);
+    if frame.rip < 0x0000_8000_0000_0000
+        && process::with(|p| user_return::prepare(frame, &mut p.mm))
+    {
         return 0;
     }
     process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));

@@ -40,6 +40,11 @@ pub const ALL: &[&str] = &[
     "reclaim_probe",
     "rust-hello",
     "segfault",
+    // Hostile rt_sigreturn frames and stacks.
+    "sig_badframe",
+    // SIGTERM during a blocking call, sent by the test (not by itself).
+    "sig_graceful",
+    "signals",
     "sysinfo",
     "touch_mem",
 ];

@@ -4,6 +4,7 @@
 
 mod rw;
 mod sys_file;
+mod sys_kill;
 mod sys_mm;
 mod sys_path;
 mod sys_poll;
@@ -81,14 +82,15 @@ pub static ENTRIES: &[Entry] = &[
     e(
         13,
         sys_signal::rt_sigaction,
-        Stub,
-        "recorded; delivery comes later",
+        Full,
+        "handlers run (signal::deliver)",
     ),
+    e(14, sys_signal::rt_sigprocmask, Full, ""),
     e(
-        14,
-        sys_signal::rt_sigprocmask,
-        Stub,
-        "recorded; delivery comes later",
+        15,
+        sys_signal::rt_sigreturn,
+        Full,
+        "served by trap::syscall_handler, which has the registers",
     ),
     e(
         16,
@@ -113,6 +115,7 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(32, sys_file::dup, Full, ""),
     e(33, sys_file::dup2, Full, ""),
+    e(34, sys_kill::pause, Full, ""),
     e(35, sys_time::nanosleep, Full, "the vCPU sleeps in the host"),
     e(39, sys_proc::getpid, Full, "pid 1"),
     e(40, sys_file::sendfile, Partial, "between host fds"),
@@ -142,6 +145,7 @@ pub static ENTRIES: &[Entry] = &[
         Full,
         "one thread: ends the program",
     ),
+    e(62, sys_kill::kill, Full, "to self only (pid 1, 0, -1)"),
     e(63, sys_proc::uname, Full, ""),
     e(
         72,
@@ -182,14 +186,17 @@ pub static ENTRIES: &[Entry] = &[
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
     e(110, sys_proc::getppid, Full, "0: the sandbox has no parent"),
+    e(127, sys_signal::rt_sigpending, Full, ""),
+    e(130, sys_kill::rt_sigsuspend, Full, ""),
     e(
         131,
         sys_signal::sigaltstack,
-        Stub,
-        "recorded; delivery comes later",
+        Partial,
+        "SS_AUTODISARM ignored",
     ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
     e(186, sys_proc::gettid, Full, ""),
+    e(200, sys_kill::tkill, Full, "to self only (tid 1)"),
     e(201, sys_time::time, Full, ""),
     e(
         202,
@@ -212,6 +219,7 @@ pub static ENTRIES: &[Entry] = &[
         Full,
         "host fds only (EPERM otherwise)",
     ),
+    e(234, sys_kill::tgkill, Full, "to self only (tid 1)"),
     e(
         257,
         sys_file::openat,
@@ -228,16 +236,11 @@ pub static ENTRIES: &[Entry] = &[
     e(267, sys_path::readlinkat, Full, ""),
     e(268, sys_path::fchmodat, Full, ""),
     e(269, sys_stat::faccessat, Full, ""),
-    e(270, sys_poll::pselect6, Partial, "signal mask not applied"),
-    e(271, sys_poll::ppoll, Partial, "signal mask not applied"),
+    e(270, sys_poll::pselect6, Full, ""),
+    e(271, sys_poll::ppoll, Full, ""),
     e(273, sys_proc::set_robust_list, Stub, "recorded"),
     e(280, sys_path::utimensat, Full, ""),
-    e(
-        281,
-        sys_poll::epoll_pwait,
-        Partial,
-        "signal mask not applied",
-    ),
+    e(281, sys_poll::epoll_pwait, Full, ""),
     e(283, sys_poll::timerfd_create, Full, "host timerfd"),
     e(284, sys_poll::eventfd, Full, "host eventfd"),
     e(286, sys_poll::timerfd_settime, Full, ""),
@@ -274,10 +277,37 @@ fn lookup(nr: usize) -> Option<&'static Entry> {
         .map(|i| &ENTRIES[i])
 }
 
-/// Runs syscall `nr`; returns the value for RAX (`-errno` on failure).
+/// Runs syscall `nr`; returns the value for RAX (`-errno` on failure). A
+/// syscall entered with a handled signal pending (from a control request
+/// served here) is not run: it is restarted after the handler
+/// (`-ERESTARTNOINTR`), so a blocking call cannot miss the signal.
 pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     crate::control::serve_pending();
-    let result = match usize::try_from(nr).ok().and_then(lookup) {
+    let result = if crate::signal::interrupts() {
+        Err(Errno::ERESTARTNOINTR)
+    } else {
+        run(nr, args)
+    };
+    match result {
+        Ok(v) => v as u64,
+        Err(e) => (-i64::from(e.0)) as u64,
+    }
+}
+
+/// Whether syscall `nr` interrupted by a signal whose handler has
+/// `SA_RESTART` is restarted (Linux: waits with a timeout, `pause` and
+/// `rt_sigsuspend` return `EINTR` whatever the flags say).
+pub fn restartable(nr: u64) -> bool {
+    // poll, select, pause, nanosleep, rt_sigsuspend, clock_nanosleep,
+    // epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2.
+    !matches!(
+        nr,
+        7 | 23 | 34 | 35 | 130 | 230 | 232 | 270 | 271 | 281 | 441
+    )
+}
+
+fn run(nr: u64, args: &[u64; 6]) -> SysResult {
+    match usize::try_from(nr).ok().and_then(lookup) {
         Some(entry) => {
             if entry.support != Full {
                 log_once(entry.nr, |name| {
@@ -290,10 +320,6 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
             log_unimplemented(nr);
             Err(Errno::ENOSYS)
         }
-    };
-    match result {
-        Ok(v) => v as u64,
-        Err(e) => (-i64::from(e.0)) as u64,
     }
 }
 

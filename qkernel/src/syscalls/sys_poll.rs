@@ -63,8 +63,8 @@ fn poll_entries(p: &Process, entries: &mut [Entry], deadline: u64) -> SysResult 
     }
     let deadline = if ready > 0 { 0 } else { deadline };
     if host_fds.is_empty() {
-        if deadline != 0 {
-            hostcall::call(Call::Sleep, [deadline, 0, 0, 0, 0, 0]);
+        if deadline != 0 && !hostcall::sleep_until(deadline) {
+            return Err(Errno::ERESTARTNOHAND);
         }
         return Ok(ready);
     }
@@ -130,11 +130,11 @@ fn read_timespec(p: &mut Process, va: u64) -> Result<Option<u64>, Errno> {
     Ok(Some(s.saturating_mul(1_000_000_000).saturating_add(ns)))
 }
 
-/// `ppoll(fds, nfds, timeout, sigmask, size)`; the mask is not applied
-/// (signals are not delivered yet).
+/// `ppoll(fds, nfds, timeout, sigmask, size)`.
 pub fn ppoll(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let mut entries = read_pollfds(p, a[0], a[1])?;
     let deadline = deadline_in(read_timespec(p, a[2])?);
+    super::sys_kill::wait_mask(p, a[3], a[4])?;
     let n = poll_entries(p, &mut entries, deadline)?;
     write_revents(p, a[0], &entries)?;
     Ok(n)
@@ -212,6 +212,12 @@ pub fn select(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// `pselect6(nfds, readfds, writefds, exceptfds, timespec, sigmask)`.
 pub fn pselect6(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let timeout = read_timespec(p, a[4])?;
+    if a[5] != 0 {
+        // struct { const sigset_t *ss; size_t ss_len; }
+        let ss: u64 = uaccess::read(&mut p.mm, a[5])?;
+        let len: u64 = uaccess::read(&mut p.mm, a[5] + 8)?;
+        super::sys_kill::wait_mask(p, ss, len)?;
+    }
     select_core(p, a[0], [a[1], a[2], a[3]], timeout)
 }
 
@@ -319,6 +325,7 @@ pub fn epoll_wait(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// `epoll_pwait(epfd, events, maxevents, timeout_ms, sigmask, size)`; the
 /// mask is not applied.
 pub fn epoll_pwait(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    super::sys_kill::wait_mask(p, a[4], a[5])?;
     epoll_wait_core(p, a, ms(a[3]))
 }
 

@@ -192,8 +192,11 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
             } else {
                 ns
             };
-            hostcall::sleep_until(crate::time::monotonic_ns().saturating_add(ns));
-            Err(Errno::ETIMEDOUT)
+            if hostcall::sleep_until(crate::time::monotonic_ns().saturating_add(ns)) {
+                Err(Errno::ETIMEDOUT)
+            } else {
+                Err(Errno::ERESTARTSYS)
+            }
         }
         _ => Err(Errno::ENOSYS),
     }

@@ -80,27 +80,36 @@ pub fn time(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(secs as usize)
 }
 
-fn sleep(ns: u64) {
-    if ns > 0 {
-        hostcall::sleep_until(time::monotonic_ns().saturating_add(ns));
+/// Sleeps `ns`; a handled signal cuts the sleep short with
+/// `ERESTARTNOHAND` (EINTR once the handler runs), after writing the time
+/// left to `rem` (if not 0).
+fn sleep(p: &mut Process, ns: u64, rem: u64) -> SysResult {
+    if ns == 0 {
+        return Ok(0);
     }
+    let deadline = time::monotonic_ns().saturating_add(ns);
+    if hostcall::sleep_until(deadline) {
+        return Ok(0);
+    }
+    if rem != 0 {
+        put_timespec(p, rem, deadline.saturating_sub(time::monotonic_ns()))?;
+    }
+    Err(Errno::ERESTARTNOHAND)
 }
 
 /// `nanosleep(req, rem)`.
 pub fn nanosleep(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let ns = get_timespec(p, a[0])?;
-    sleep(ns);
-    Ok(0)
+    sleep(p, ns, a[1])
 }
 
 /// `clock_nanosleep(clock, flags, req, rem)`.
 pub fn clock_nanosleep(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let now = clock_ns(a[0])?;
     let ns = get_timespec(p, a[2])?;
-    sleep(if a[1] & TIMER_ABSTIME != 0 {
-        ns.saturating_sub(now)
+    if a[1] & TIMER_ABSTIME != 0 {
+        sleep(p, ns.saturating_sub(now), 0)
     } else {
-        ns
-    });
-    Ok(0)
+        sleep(p, ns, a[3])
+    }
 }

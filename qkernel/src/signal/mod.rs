@@ -1,0 +1,229 @@
+//! Signals: the pending set, the blocked mask, and delivery to the
+//! program's handlers (Linux x86-64 `rt_sigframe`, `rt_sigreturn`).
+//!
+//! Sources: the host (the VMM forwards `kill`; served from the control
+//! page), `kill`/`tkill`/`tgkill` to self, `SIGPIPE` on `EPIPE`, and
+//! synchronous faults (`trap.rs`). A signal is made pending by [`send`];
+//! it is delivered on the next return to user mode (`delivery`), after a
+//! syscall or an exception.
+//!
+//! The pending set, the blocked mask and the "has a handler" / "ignored"
+//! sets live in atomics so that [`send`] and [`interrupts`] need no process
+//! lock: control requests are served from inside host calls, which may run
+//! under it. The dispositions themselves (`SigAction`) stay in the process.
+//! Lock order: the process, then [`INFO`].
+//!
+//! One instance of each signal is queued (rt signals are not counted), and
+//! default actions are "ignore" or "end the program with 128 + N" (stop
+//! signals are not stopped; core dumps are reported as a plain kill).
+
+mod delivery;
+mod frame;
+
+pub use delivery::{deliver, sigreturn, suspend_with};
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use spin::Mutex;
+
+use crate::hostcall;
+
+pub const SIGTRAP: u32 = 5;
+pub const SIGILL: u32 = 4;
+pub const SIGBUS: u32 = 7;
+pub const SIGFPE: u32 = 8;
+pub const SIGKILL: u32 = 9;
+pub const SIGSEGV: u32 = 11;
+pub const SIGPIPE: u32 = 13;
+pub const SIGSTOP: u32 = 19;
+
+/// `si_code` values.
+pub const SI_USER: i32 = 0;
+pub const SI_KERNEL: i32 = 0x80;
+pub const SI_TKILL: i32 = -6;
+
+/// Signals that can be neither caught, blocked nor ignored.
+pub const UNBLOCKABLE: u64 = bit(SIGKILL) | bit(SIGSTOP);
+
+/// Synchronous (fault) signals: delivered before the others.
+const SYNCHRONOUS: u64 = bit(SIGILL) | bit(SIGTRAP) | bit(SIGBUS) | bit(SIGFPE) | bit(SIGSEGV);
+
+/// Signals whose default action is to do nothing: SIGCHLD, SIGCONT,
+/// SIGURG, SIGWINCH.
+const DEFAULT_IGNORE: u64 = bit(17) | bit(18) | bit(23) | bit(28);
+
+/// Bit `n - 1` set: signal `n` is `SIG_IGN`.
+static IGNORED: AtomicU64 = AtomicU64::new(0);
+/// Bit `n - 1` set: a handler is installed for signal `n`.
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+/// Bit `n - 1` set: signal `n` is pending.
+static PENDING: AtomicU64 = AtomicU64::new(0);
+/// Bit `n - 1` set: signal `n` is blocked.
+static BLOCKED: AtomicU64 = AtomicU64::new(0);
+/// What each pending signal carries (index `n - 1`).
+static INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
+
+/// The part of `siginfo_t` the kernel fills in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Info {
+    /// `si_code`.
+    pub code: i32,
+    /// `si_pid` and `si_uid` (kill, tkill), or 0.
+    pub pid: u32,
+    pub uid: u32,
+    /// `si_addr` (faults), or 0.
+    pub addr: u64,
+    /// Trap number and error code of a fault, for the `sigcontext`.
+    pub trapno: u64,
+    pub error: u64,
+}
+
+impl Info {
+    const EMPTY: Info = Info {
+        code: SI_USER,
+        pid: 0,
+        uid: 0,
+        addr: 0,
+        trapno: 0,
+        error: 0,
+    };
+
+    /// Sent by a process (`kill`, or the host, with pid 0).
+    pub fn user(code: i32, pid: u32, uid: u32) -> Info {
+        Info {
+            code,
+            pid,
+            uid,
+            ..Info::EMPTY
+        }
+    }
+}
+
+/// Bit for signal `sig` (1..=64).
+pub const fn bit(sig: u32) -> u64 {
+    1 << (sig - 1)
+}
+
+/// Whether `sig` is a valid signal number.
+pub fn valid(sig: u64) -> bool {
+    (1..=64).contains(&sig)
+}
+
+/// Records the disposition `handler` (`SIG_DFL` 0, `SIG_IGN` 1, or an
+/// address) of signal `sig` (1..=64). Setting "ignore" (explicitly or a
+/// default that ignores) discards a pending instance, as on Linux.
+pub fn set_disposition(sig: u32, handler: u64) {
+    let b = bit(sig);
+    let (ign, hnd) = match handler {
+        0 => (false, false),
+        1 => (true, false),
+        _ => (false, true),
+    };
+    for (set, on) in [(&IGNORED, ign), (&HANDLED, hnd)] {
+        if on {
+            set.fetch_or(b, Ordering::Relaxed);
+        } else {
+            set.fetch_and(!b, Ordering::Relaxed);
+        }
+    }
+    if ign || (handler == 0 && DEFAULT_IGNORE & b != 0) {
+        PENDING.fetch_and(!b, Ordering::AcqRel);
+    }
+}
+
+/// The blocked mask.
+pub fn blocked() -> u64 {
+    BLOCKED.load(Ordering::Relaxed)
+}
+
+/// Sets the blocked mask (SIGKILL and SIGSTOP stay unblocked).
+pub fn set_blocked(mask: u64) {
+    BLOCKED.store(mask & !UNBLOCKABLE, Ordering::Relaxed);
+}
+
+/// The pending set.
+pub fn pending() -> u64 {
+    PENDING.load(Ordering::Acquire)
+}
+
+fn ignored(b: u64) -> bool {
+    let handled = HANDLED.load(Ordering::Relaxed);
+    let ignored = IGNORED.load(Ordering::Relaxed) | (DEFAULT_IGNORE & !handled);
+    ignored & b != 0
+}
+
+/// Makes `sig` pending with `info`. An ignored signal is dropped. A signal
+/// that is neither blocked nor handled takes its default action now (the
+/// program ends with 128 + N), as it would at its next return to user mode.
+pub fn send(sig: u32, info: Info) {
+    let b = bit(sig);
+    if sig != SIGKILL && ignored(b) {
+        return;
+    }
+    let handled = HANDLED.load(Ordering::Relaxed) & b != 0;
+    if sig == SIGKILL || (!handled && blocked() & b == 0) {
+        log::info!("program killed by signal {sig}");
+        hostcall::exit(128 + sig as i32);
+    }
+    INFO.lock()[(sig - 1) as usize] = info;
+    PENDING.fetch_or(b, Ordering::AcqRel);
+}
+
+/// Whether a signal is pending that would run a handler now: a blocking
+/// host call cut short by a control request then returns instead of being
+/// reissued (`hostcall::call`), and a syscall is not started.
+pub fn interrupts() -> bool {
+    pending() & !blocked() & HANDLED.load(Ordering::Relaxed) != 0
+}
+
+/// Takes the next deliverable signal (synchronous ones first) and what it
+/// carries, clearing it from the pending set.
+fn take_next() -> Option<(u32, Info)> {
+    let ready = pending() & !blocked();
+    if ready == 0 {
+        return None;
+    }
+    let pick = if ready & SYNCHRONOUS != 0 {
+        ready & SYNCHRONOUS
+    } else {
+        ready
+    };
+    let sig = pick.trailing_zeros() + 1;
+    PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
+    Some((sig, INFO.lock()[(sig - 1) as usize]))
+}
+
+/// Acts on the signals in `mask` (bit `n - 1` = signal `n`) sent from the
+/// host: each becomes pending, or ends the program (`send`).
+pub fn deliver_from_host(mask: u64) {
+    let mut m = mask;
+    while m != 0 {
+        let sig = m.trailing_zeros() + 1;
+        m &= m - 1;
+        send(sig, Info::user(SI_USER, 0, 0));
+    }
+}
+
+/// `SIGPIPE` for a write to a pipe or socket whose reader is gone; the
+/// write itself fails with `EPIPE`.
+pub fn raise_sigpipe() {
+    send(SIGPIPE, Info::user(SI_USER, 1, 0));
+}
+
+/// A synchronous fault: delivered to the handler if there is one and the
+/// signal is not blocked, otherwise (as Linux's `force_sig`) the program
+/// ends with 128 + `sig`.
+pub fn force_fault(sig: u32, info: Info) {
+    let b = bit(sig);
+    if HANDLED.load(Ordering::Relaxed) & b == 0 || blocked() & b != 0 {
+        log::info!(
+            "program killed by signal {sig}: fault at address {:#x} (trap {}, error {:#x})",
+            info.addr,
+            info.trapno,
+            info.error
+        );
+        hostcall::exit(128 + sig as i32);
+    }
+    INFO.lock()[(sig - 1) as usize] = info;
+    PENDING.fetch_or(b, Ordering::AcqRel);
+}

@@ -1,0 +1,226 @@
+//! Signal delivery to the program's handlers: `signals` runs natively and
+//! sandboxed and must print the same lines; `sig_graceful` blocks in a
+//! read, epoll_wait, nanosleep or pause until the test sends SIGTERM (to
+//! the native process, or to `qrun do` / through `qrun ctl SOCKET signal
+//! 15`): its handler must run, the blocked call return EINTR (or restart
+//! with SA_RESTART), and the program print "graceful" and exit 0. A
+//! hibernation while it waits must not look like a signal.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, shell_status};
+
+#[test]
+fn signals_native_and_sandboxed() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("signals");
+    let native = run_native(&prog, &[], &[]);
+    let out = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(!out.contains("FAIL"), "the native run fails: {native:?}");
+    assert_eq!(native.status, 0, "{native:?}");
+    assert!(out.ends_with("done\n"), "{native:?}");
+    let sandboxed = run_sandboxed(&prog, &[], &[]);
+    assert_same("signals", &native, &sandboxed);
+}
+
+/// Time for the program to go from "ready" into its blocking call.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// How a test stops the program.
+enum Stop<'a> {
+    /// `kill -TERM` to the process (the program natively, `qrun do` else).
+    Kill,
+    /// `qrun ctl SOCKET signal 15`.
+    Ctl(&'a Path),
+}
+
+/// Waits for the "ready" line of `child`, runs `between` (if any), sends
+/// SIGTERM and collects the outcome (the "ready" line included). The
+/// program prints "ready" just before it blocks; a signal that came before
+/// the blocking call would be handled (correctly) without any EINTR, so
+/// the test gives it time to get there first.
+fn stop_when_ready(mut child: Child, stop: Stop<'_>, between: impl FnOnce()) -> Outcome {
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read ready");
+    assert_eq!(first, "ready\n", "the program did not get ready");
+    std::thread::sleep(SETTLE);
+    between();
+    match stop {
+        Stop::Kill => {
+            let st = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("run kill");
+            assert!(st.success(), "kill -TERM failed");
+        }
+        Stop::Ctl(socket) => {
+            common::ctl(socket, "signal 15").expect("qrun ctl signal 15");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the program did not stop after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = shell_status(child.wait().expect("wait"));
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).expect("read stdout");
+    let mut stderr = Vec::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut stderr).expect("read stderr");
+    }
+    let mut all = first.into_bytes();
+    all.extend(rest);
+    Outcome {
+        stdout: all,
+        stderr,
+        status,
+    }
+}
+
+fn spawn(mut cmd: Command) -> Child {
+    cmd.env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+fn native(mode: &str) -> Outcome {
+    let mut cmd = Command::new(test_apps::path("sig_graceful"));
+    cmd.arg(mode);
+    stop_when_ready(spawn(cmd), Stop::Kill, || {})
+}
+
+fn sandboxed(mode: &str) -> Outcome {
+    let mut cmd = Command::new(common::qrun());
+    cmd.args(["do", "--"])
+        .arg(test_apps::path("sig_graceful"))
+        .arg(mode);
+    stop_when_ready(spawn(cmd), Stop::Kill, || {})
+}
+
+fn graceful(mode: &str) {
+    if !require_kvm() {
+        return;
+    }
+    let native = native(mode);
+    let out = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(out.ends_with("graceful\n"), "{native:?}");
+    assert_eq!(native.status, 0, "{native:?}");
+    assert_same(&format!("sig_graceful {mode}"), &native, &sandboxed(mode));
+}
+
+#[test]
+fn sigterm_interrupts_read() {
+    graceful("read");
+}
+
+#[test]
+fn sigterm_interrupts_epoll_wait() {
+    graceful("epoll");
+}
+
+#[test]
+fn sigterm_interrupts_nanosleep() {
+    graceful("sleep");
+}
+
+#[test]
+fn sigterm_interrupts_pause() {
+    graceful("pause");
+}
+
+/// SIGTERM blocked but for the ppoll's own mask.
+#[test]
+fn sigterm_interrupts_ppoll_with_sigmask() {
+    graceful("ppoll");
+}
+
+/// With SA_RESTART the read is restarted after the handler and returns
+/// the byte the handler wrote.
+#[test]
+fn sigterm_restarts_read_with_sa_restart() {
+    graceful("restart");
+}
+
+/// `qrun ctl SOCKET signal 15`, after a hibernation and a wake while the
+/// program waits: the hibernation is no signal (the read goes on waiting,
+/// no EINTR), the SIGTERM is.
+#[test]
+fn sigterm_via_control_socket_after_hibernation() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = common::tmp::TempDir::new("sigterm");
+    let socket = dir.join("ctl.sock");
+    let mut cmd = Command::new(common::qrun());
+    cmd.args(["do", "--control-socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--")
+        .arg(test_apps::path("sig_graceful"))
+        .arg("read");
+    let child = spawn(cmd);
+    let out = stop_when_ready(child, Stop::Ctl(&socket), || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "no control socket");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        common::ctl(&socket, "hibernate").expect("hibernate");
+        common::ctl(&socket, "wake").expect("wake");
+    });
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ready\nread returned: EINTR, stop=1\ngraceful\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}
+
+/// Hostile `rt_sigreturn` frames and stacks: RFLAGS sanitized, a
+/// non-canonical RIP, an unmapped frame or fpstate, a handler with no
+/// stack: the program survives or dies by SIGSEGV exactly as on Linux, and
+/// the sandbox's kernel never panics.
+#[test]
+fn hostile_frames() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("sig_badframe");
+    for (mode, status) in [
+        ("flags", 0),
+        ("noncanonical", 139),
+        ("unmapped", 139),
+        ("badfp", 139),
+        ("badstack", 139),
+    ] {
+        let native = run_native(&prog, &[mode], &[]);
+        assert_eq!(native.status, status, "native {mode}: {native:?}");
+        let sandboxed = run_sandboxed(&prog, &[mode], &[]);
+        assert_same(&format!("sig_badframe {mode}"), &native, &sandboxed);
+    }
+}
