@@ -11,6 +11,9 @@ use crate::arch::user_return;
 use crate::mm::fault::{self, FaultError};
 use crate::{hostcall, process, signal, syscalls};
 
+/// RFLAGS trap flag.
+const TF: u64 = 0x100;
+
 static USER_CR3: AtomicU64 = AtomicU64::new(0);
 
 /// Records the user PGD to return to.
@@ -92,6 +95,14 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
     let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
     if !from_user {
+        // A program may enter a syscall with TF set (the hypervisor does
+        // not apply SFMASK): the single-step trap lands in the kernel.
+        // Drop TF here; the program's own RFLAGS (R11) keep it, so it is
+        // trapped after its next instruction, as on Linux.
+        if frame.vector == 1 {
+            frame.rflags &= !TF;
+            return 1;
+        }
         let cr2 = if frame.vector == 14 {
             platform.fault_address()
         } else {

@@ -61,6 +61,20 @@ fn fault_regs() {
     assert!(stdout(&native).ends_with("ok\n"), "{native:?}");
 }
 
+/// A syscall made with NT or TF set in RFLAGS (which the hypervisor does
+/// not mask on entry) neither crashes the guest kernel nor differs from
+/// Linux: NT is harmless, TF ends in SIGTRAP after the call.
+#[test]
+fn flags_syscall() {
+    if !require_kvm() {
+        return;
+    }
+    let native = compare("flags_syscall", &[], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    let native = compare("flags_syscall", &["tf"], &[]);
+    assert_eq!(native.status, 128 + 5, "{native:?}");
+}
+
 #[test]
 fn args_env() {
     if !require_kvm() {

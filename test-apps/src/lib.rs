@@ -28,6 +28,7 @@ pub const ALL: &[&str] = &[
     "escape",
     "exit_code",
     "fault_regs",
+    "flags_syscall",
     "fileops",
     "fileops_special",
     "hello",

@@ -218,6 +218,11 @@ exc_from_kernel:
 return_via_iret:
     mov rsp, rdi
     POP_GPRS_BUT_RAX
+    /* iretq with NT set is a task return (#GP): a program can enter a
+       syscall with NT set (no SFMASK here). Clear NT and TF (rare path). */
+    pushfq
+    and dword ptr [rsp], 0xffffbeff
+    popfq
     lea rsp, [rip + TRAMP_FRAME]
     jmp tramp_iret
 
