@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QRUN=$PWD/target/release/qrun
 APPS=$(ls -td target/release/build/test-apps-*/out/bin | head -1)
-PORT=${DEMO_PORT:-18080}
+PORT=${DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 ID=demo-fn-$$
 if [ ! -r /dev/kvm ]; then
     echo "demo: /dev/kvm is not available on this machine" >&2
@@ -76,8 +76,9 @@ req "woken by the connection (REAP prefetch)" /verify
 stop
 t0=$(date +%s%N)
 q kill "$ID" SIGCONT
+t1=$(date +%s%N)
 printf '%-44s %-34s %8.1f ms   PSS %s\n' "kill SIGCONT (wake, REAP prefetch)" "state: $(hib)" \
-    "$(echo "$(( $(date +%s%N) - t0 ))" | awk '{print $1 / 1e6}')" "$(pss)"
+    "$(echo "$(( t1 - t0 ))" | awk '{print $1 / 1e6}')" "$(pss)"
 req "request after the wake" /verify
 echo
 q kill "$ID" SIGSTOP
