@@ -10,6 +10,7 @@ mod error;
 mod guest_mem;
 mod hibernate;
 mod hostcall;
+mod kick;
 mod program;
 mod rootfs;
 mod stdio;
@@ -163,6 +164,7 @@ impl Sandbox {
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
+        kick::install_handler().map_err(|e| VmmError::Vcpu(format!("kick signal: {e}")))?;
         let listener = match &config.control_socket {
             Some(path) => Some(
                 std::os::unix::net::UnixListener::bind(path)
@@ -183,7 +185,7 @@ impl Sandbox {
                 });
             }
             let result = s
-                .spawn(|| vcpu::run(&mut vcpu, &mut calls))
+                .spawn(|| vcpu::run(&mut vcpu, &mut calls, &channel.kick))
                 .join()
                 .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()));
             channel.shutdown();
