@@ -131,6 +131,7 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
     };
     if frame.vector == u64::from(KICK_VECTOR) {
         // The VMM kicked us out of the program to serve a control request.
+        user_return::finish_stub(frame);
         crate::control::serve_from_interrupt();
     } else if frame.vector == 14 {
         let addr = platform.fault_address();

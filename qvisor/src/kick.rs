@@ -18,14 +18,31 @@
 //! `EINTR` at once; a signal that arrives before `KVM_RUN` is harmless
 //! because `immediate_exit` is already set.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// The signal that kicks a vCPU thread out of `KVM_RUN`.
-fn kick_signal() -> i32 {
+pub fn kick_signal() -> i32 {
     libc::SIGRTMIN()
 }
 
-extern "C" fn on_kick(_: libc::c_int) {}
+thread_local! {
+    /// `kvm_run.immediate_exit` of the vCPU this thread runs (null if none).
+    static RUN_EXIT: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// The kick signal's handler: sets `immediate_exit` of this thread's vCPU,
+/// so that a signal arriving just before `KVM_RUN` still makes it exit.
+extern "C" fn on_kick(_: libc::c_int) {
+    let p = RUN_EXIT.with(Cell::get);
+    if !p.is_null() {
+        // SAFETY: set by `Kick::attach` on this thread to its vCPU's
+        // kvm_run mapping, cleared by `detach` before the VcpuFd goes; a
+        // const-initialized thread-local without destructor is safe to
+        // read in a signal handler.
+        unsafe { p.write_volatile(1) };
+    }
+}
 
 /// Installs the (empty) kick signal handler, without `SA_RESTART`, so that
 /// the signal makes `KVM_RUN` return `EINTR`. Idempotent.
@@ -92,6 +109,7 @@ impl Kick {
         let me = unsafe { libc::pthread_self() };
         self.thread.store(me as u64, Ordering::SeqCst);
         self.immediate_exit.store(immediate_exit, Ordering::SeqCst);
+        RUN_EXIT.with(|p| p.set(immediate_exit));
     }
 
     /// Called by the vCPU thread when it stops running the guest.
@@ -119,30 +137,12 @@ impl Kick {
     }
 }
 
-/// `KVM_INTERRUPT`: `_IOW(KVMIO, 0x86, struct kvm_interrupt)`.
-const KVM_INTERRUPT: libc::c_ulong = 0x4004_ae86;
-
-/// Injects the kick interrupt into a vCPU that is out of `KVM_RUN`.
-pub fn inject(vcpu: &mut kvm_ioctls::VcpuFd) -> Result<(), crate::error::VmmError> {
-    use std::os::fd::AsRawFd;
-    let run = vcpu.get_kvm_run();
-    let (ready, if_flag) = (run.ready_for_interrupt_injection, run.if_flag);
-    if std::env::var_os("QVISOR_KICK_DEBUG").is_some() {
-        let regs = vcpu.get_regs().unwrap_or_default();
-        let sregs = vcpu.get_sregs().unwrap_or_default();
-        eprintln!(
-            "kick: ready {ready} if_flag {if_flag} rip {:#x} rflags {:#x} cs {:#x} dpl {} cr3 {:#x}",
-            regs.rip, regs.rflags, sregs.cs.selector, sregs.cs.dpl, sregs.cr3
-        );
+/// Robustness testing only (`QVISOR_KICK_STORM` set): kicks the vCPU every
+/// 300 µs until the sandbox ends, so that the kick interrupt lands at every
+/// kind of place in the program and the guest kernel.
+pub fn storm(channel: &crate::control::ControlChannel) {
+    while !channel.stopping() {
+        std::thread::sleep(std::time::Duration::from_micros(300));
+        channel.kick.request();
     }
-    let irq = kvm_bindings::kvm_interrupt {
-        irq: u32::from(qlib::abi::KICK_VECTOR),
-    };
-    // SAFETY: KVM_INTERRUPT reads one kvm_interrupt from a valid pointer.
-    let rc = unsafe { libc::ioctl(vcpu.as_raw_fd(), KVM_INTERRUPT, &irq) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(crate::error::VmmError::Vcpu(format!("KVM_INTERRUPT: {e}")));
-    }
-    Ok(())
 }

@@ -11,6 +11,7 @@ mod guest_mem;
 mod hibernate;
 mod hostcall;
 mod kick;
+mod kick_inject;
 mod program;
 mod rootfs;
 mod stdio;
@@ -174,6 +175,10 @@ impl Sandbox {
         };
         let status = std::thread::scope(|s| {
             s.spawn(|| control::signal_loop(&channel, &ram, &hib, sigset));
+            if std::env::var_os("QVISOR_KICK_STORM").is_some() {
+                let channel = &channel;
+                s.spawn(move || kick::storm(channel));
+            }
             if let (Some(listener), Some(path)) = (&listener, &config.control_socket) {
                 let channel = &channel;
                 let ram = &ram;

@@ -14,6 +14,7 @@ use qlib::abi::HOSTCALL_PORT;
 use crate::error::VmmError;
 use crate::hostcall::{HostCalls, Outcome};
 use crate::kick::Kick;
+use crate::kick_inject::{Injected, RetryTimer, try_inject};
 
 /// Boot control registers (PLATFORM.md, "How to get into native mode").
 const EFER: u64 = 0xD01;
@@ -76,6 +77,9 @@ fn run_loop(
     kick: &Kick,
     exit_flag: *mut u8,
 ) -> Result<i32, VmmError> {
+    let timer = RetryTimer::new()?;
+    // A kick found the guest kernel running: retried when the timer fires.
+    let mut retry = false;
     loop {
         if kick.entering() {
             // SAFETY: exit_flag points into this vCPU's kvm_run mapping.
@@ -90,8 +94,11 @@ fn run_loop(
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 // SAFETY: as above.
                 unsafe { exit_flag.write_volatile(0) };
-                if kick.take() {
-                    crate::kick::inject(vcpu)?;
+                if (kick.take() || retry) && try_inject(vcpu)? == Injected::NotNow {
+                    retry = true;
+                    timer.arm();
+                } else {
+                    retry = false;
                 }
                 continue;
             }
@@ -124,6 +131,7 @@ fn run_loop(
         let outcome = calls.serve(gpa);
         // The guest kernel reads the control page after every host call.
         kick.take();
+        retry = false;
         match outcome {
             Outcome::Resume => {}
             Outcome::Exit(status) => return Ok(status),
