@@ -16,10 +16,14 @@
 //! (all `SeqCst`), so at least one of them sees the other. The vCPU that
 //! sees `wanted` sets `immediate_exit` itself, so `KVM_RUN` returns
 //! `EINTR` at once; a signal that arrives before `KVM_RUN` is harmless
-//! because `immediate_exit` is already set.
+//! because `immediate_exit` is already set (the signal handler sets it
+//! too). When the kick finds the guest kernel running, the interrupt is
+//! not injected (`crate::kick_inject`) and [`retry_loop`] kicks again.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 /// The signal that kicks a vCPU thread out of `KVM_RUN`.
 pub fn kick_signal() -> i32 {
@@ -61,6 +65,16 @@ pub fn install_handler() -> std::io::Result<()> {
     Ok(())
 }
 
+/// The running vCPU's thread and `kvm_run.immediate_exit`.
+struct Target {
+    thread: libc::pthread_t,
+    immediate_exit: *mut u8,
+}
+
+// SAFETY: the pointer is only written through (a byte store KVM expects
+// from any thread), under the mutex, while the vCPU is attached.
+unsafe impl Send for Target {}
+
 /// Kick state of one vCPU, shared by the vCPU thread and the posters.
 #[derive(Default)]
 pub struct Kick {
@@ -68,10 +82,12 @@ pub struct Kick {
     in_guest: AtomicBool,
     /// A request is posted that the guest has not been made to look at.
     wanted: AtomicBool,
-    /// `kvm_run.immediate_exit` of the vCPU (null before it runs).
-    immediate_exit: AtomicPtr<u8>,
-    /// The vCPU thread (`pthread_t`), valid while `immediate_exit` is set.
-    thread: AtomicU64,
+    /// The vCPU while it runs: `detach` takes it under the lock, so no
+    /// kick touches a vCPU (or thread) that is gone.
+    target: Mutex<Option<Target>>,
+    /// A kick found the guest kernel running: kick again shortly.
+    retry: Mutex<bool>,
+    retry_cv: Condvar,
     /// Kicks sent (signals), for the stats.
     pub sent: AtomicU64,
 }
@@ -80,43 +96,42 @@ impl Kick {
     /// Makes the guest look at the control page soon: a kick if it runs.
     pub fn request(&self) {
         self.wanted.store(true, Ordering::SeqCst);
-        if !self.in_guest.load(Ordering::SeqCst) {
-            return;
+        if self.in_guest.load(Ordering::SeqCst) {
+            self.signal();
         }
-        let exit = self.immediate_exit.load(Ordering::SeqCst);
-        if exit.is_null() {
+    }
+
+    /// Sets `immediate_exit` and signals the vCPU thread.
+    fn signal(&self) {
+        let target = self.target.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = target.as_ref() else {
             return;
-        }
-        // SAFETY: `exit` points into the vCPU's kvm_run mapping, which
-        // lives as long as the VcpuFd; the vCPU thread clears the pointer
-        // (`detach`) before the VcpuFd is dropped, and a byte store is
-        // what KVM expects from another thread or a signal handler.
-        unsafe { exit.write_volatile(1) };
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the thread id was stored by the vCPU thread, which is
-        // alive while `immediate_exit` is non-null.
-        unsafe {
-            libc::pthread_kill(
-                self.thread.load(Ordering::SeqCst) as libc::pthread_t,
-                kick_signal(),
-            )
         };
+        // SAFETY: `immediate_exit` points into the vCPU's kvm_run mapping,
+        // alive while attached (we hold the lock `detach` takes); a byte
+        // store is what KVM expects from another thread.
+        unsafe { t.immediate_exit.write_volatile(1) };
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the vCPU thread is alive while attached.
+        unsafe { libc::pthread_kill(t.thread, kick_signal()) };
     }
 
     /// Called by the vCPU thread before its first `KVM_RUN`.
     pub fn attach(&self, immediate_exit: *mut u8) {
         // SAFETY: pthread_self has no preconditions.
-        let me = unsafe { libc::pthread_self() };
-        self.thread.store(me as u64, Ordering::SeqCst);
-        self.immediate_exit.store(immediate_exit, Ordering::SeqCst);
+        let thread = unsafe { libc::pthread_self() };
+        *self.target.lock().unwrap_or_else(|e| e.into_inner()) = Some(Target {
+            thread,
+            immediate_exit,
+        });
         RUN_EXIT.with(|p| p.set(immediate_exit));
     }
 
     /// Called by the vCPU thread when it stops running the guest.
     pub fn detach(&self) {
         self.in_guest.store(false, Ordering::SeqCst);
-        self.immediate_exit
-            .store(std::ptr::null_mut(), Ordering::SeqCst);
+        *self.target.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        RUN_EXIT.with(|p| p.set(std::ptr::null_mut()));
     }
 
     /// Called by the vCPU thread just before `KVM_RUN`: whether a request
@@ -134,6 +149,39 @@ impl Kick {
     /// Takes the wanted flag: true if a kick interrupt should be injected.
     pub fn take(&self) -> bool {
         self.wanted.swap(false, Ordering::SeqCst)
+    }
+
+    /// Asks [`retry_loop`] to kick the vCPU again after [`RETRY`].
+    pub fn retry_later(&self) {
+        *self.retry.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.retry_cv.notify_one();
+    }
+}
+
+/// How long until a kick that found the guest kernel running is retried.
+const RETRY: Duration = Duration::from_micros(200);
+
+/// The retry thread (one per sandbox): kicks again, without posting
+/// anything, when the vCPU loop asks; ends when the channel shuts down.
+/// (A POSIX timer aimed at the vCPU thread would do, but `timer_create`
+/// is refused under containerd's shim here: EPERM.)
+pub fn retry_loop(channel: &crate::control::ControlChannel) {
+    let kick = &channel.kick;
+    let mut retry = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
+    while !channel.stopping() {
+        if !*retry {
+            retry = kick
+                .retry_cv
+                .wait_timeout(retry, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        *retry = false;
+        drop(retry);
+        std::thread::sleep(RETRY);
+        kick.signal();
+        retry = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
     }
 }
 

@@ -10,8 +10,8 @@
 //! "opened" in the return trampoline with IF=0 and the user PGD loaded,
 //! and an interrupt injected there wedged the vCPU). So the interrupt is
 //! injected only when the vCPU stopped at a user-mode RIP with IF=1 and no
-//! event in flight; otherwise a one-shot timer sends the kick signal again
-//! shortly, by then the kernel has returned to the program (or made a host
+//! event in flight; otherwise the vCPU is kicked again shortly
+//! (`crate::kick::retry_loop`), by then the kernel has returned to the program (or made a host
 //! call, after which it reads the control page anyway).
 
 use std::os::fd::AsRawFd;
@@ -28,9 +28,6 @@ const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
 
 /// RFLAGS.IF.
 const IF: u64 = 0x200;
-
-/// How long until a kick that found the guest kernel running is retried.
-const RETRY_NS: i64 = 200_000;
 
 /// What [`try_inject`] did.
 #[derive(Debug, PartialEq, Eq)]
@@ -70,51 +67,4 @@ pub fn try_inject(vcpu: &mut VcpuFd) -> Result<Injected, VmmError> {
         return Err(VmmError::Vcpu(format!("KVM_INTERRUPT: {e}")));
     }
     Ok(Injected::Yes)
-}
-
-/// A one-shot timer that sends the kick signal to the vCPU thread that
-/// created it.
-pub struct RetryTimer(libc::timer_t);
-
-impl RetryTimer {
-    /// A timer aimed at the calling thread.
-    pub fn new() -> Result<Self, VmmError> {
-        // SAFETY: a zeroed sigevent is valid; the fields set below are the
-        // ones SIGEV_THREAD_ID reads; gettid has no preconditions.
-        let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-        sev.sigev_notify = libc::SIGEV_THREAD_ID;
-        sev.sigev_signo = crate::kick::kick_signal();
-        // SAFETY: gettid has no preconditions.
-        sev.sigev_notify_thread_id = unsafe { libc::gettid() };
-        let mut id: libc::timer_t = std::ptr::null_mut();
-        // SAFETY: valid sigevent and out-pointer.
-        if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) } != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(VmmError::Vcpu(format!("timer_create: {e}")));
-        }
-        Ok(Self(id))
-    }
-
-    /// Sends the kick signal once, shortly.
-    pub fn arm(&self) {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: RETRY_NS,
-            },
-        };
-        // SAFETY: self.0 is a live timer; spec is valid; no old value.
-        unsafe { libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut()) };
-    }
-}
-
-impl Drop for RetryTimer {
-    fn drop(&mut self) {
-        // SAFETY: self.0 is a live timer, deleted once.
-        unsafe { libc::timer_delete(self.0) };
-    }
 }

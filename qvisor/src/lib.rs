@@ -175,6 +175,7 @@ impl Sandbox {
         };
         let status = std::thread::scope(|s| {
             s.spawn(|| control::signal_loop(&channel, &ram, &hib, sigset));
+            s.spawn(|| kick::retry_loop(&channel));
             if std::env::var_os("QVISOR_KICK_STORM").is_some() {
                 let channel = &channel;
                 s.spawn(move || kick::storm(channel));

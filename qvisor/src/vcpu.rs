@@ -14,7 +14,7 @@ use qlib::abi::HOSTCALL_PORT;
 use crate::error::VmmError;
 use crate::hostcall::{HostCalls, Outcome};
 use crate::kick::Kick;
-use crate::kick_inject::{Injected, RetryTimer, try_inject};
+use crate::kick_inject::{Injected, try_inject};
 
 /// Boot control registers (PLATFORM.md, "How to get into native mode").
 const EFER: u64 = 0xD01;
@@ -77,7 +77,6 @@ fn run_loop(
     kick: &Kick,
     exit_flag: *mut u8,
 ) -> Result<i32, VmmError> {
-    let timer = RetryTimer::new()?;
     // A kick found the guest kernel running: retried when the timer fires.
     let mut retry = false;
     loop {
@@ -96,7 +95,7 @@ fn run_loop(
                 unsafe { exit_flag.write_volatile(0) };
                 if (kick.take() || retry) && try_inject(vcpu)? == Injected::NotNow {
                     retry = true;
-                    timer.arm();
+                    kick.retry_later();
                 } else {
                     retry = false;
                 }
