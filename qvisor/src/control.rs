@@ -126,6 +126,7 @@ impl ControlChannel {
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         poke(&self.stop_fd);
+        self.kick.retry_later();
     }
 }
 

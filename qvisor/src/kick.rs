@@ -162,7 +162,8 @@ impl Kick {
 const RETRY: Duration = Duration::from_micros(200);
 
 /// The retry thread (one per sandbox): kicks again, without posting
-/// anything, when the vCPU loop asks; ends when the channel shuts down.
+/// anything, when the vCPU loop asks; ends when the channel shuts down
+/// (`ControlChannel::shutdown` wakes it). Idle, it sleeps on a condvar.
 /// (A POSIX timer aimed at the vCPU thread would do, but `timer_create`
 /// is refused under containerd's shim here: EPERM.)
 pub fn retry_loop(channel: &crate::control::ControlChannel) {
@@ -172,9 +173,8 @@ pub fn retry_loop(channel: &crate::control::ControlChannel) {
         if !*retry {
             retry = kick
                 .retry_cv
-                .wait_timeout(retry, Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .wait(retry)
+                .unwrap_or_else(|e| e.into_inner());
             continue;
         }
         *retry = false;
