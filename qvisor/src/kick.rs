@@ -171,10 +171,7 @@ pub fn retry_loop(channel: &crate::control::ControlChannel) {
     let mut retry = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
     while !channel.stopping() {
         if !*retry {
-            retry = kick
-                .retry_cv
-                .wait(retry)
-                .unwrap_or_else(|e| e.into_inner());
+            retry = kick.retry_cv.wait(retry).unwrap_or_else(|e| e.into_inner());
             continue;
         }
         *retry = false;
