@@ -32,6 +32,23 @@ fn signals_word() -> &'static AtomicU64 {
 
 /// Serves pending control requests, if any (a load when there are none).
 pub fn serve_pending() {
+    serve(false);
+}
+
+/// Serves pending control requests from the kick interrupt: the program
+/// was interrupted in user mode, with no host call in flight, so a
+/// hibernation request is served here too (the program then stays parked
+/// in the host until it is woken).
+pub fn serve_from_interrupt() {
+    serve(true);
+}
+
+/// Whether a control request is posted.
+pub fn pending() -> bool {
+    pending_word().load(Ordering::Acquire) != 0
+}
+
+fn serve(interrupted: bool) {
     let word = pending_word();
     if word.load(Ordering::Relaxed) == 0 || SERVING.swap(true, Ordering::Acquire) {
         return;
@@ -42,7 +59,9 @@ pub fn serve_pending() {
     }
     if bits & control::HIBERNATE != 0 {
         if crate::mm::swap::in_blocking_call() {
-            crate::mm::swap::hibernate();
+            crate::mm::swap::hibernate(false);
+        } else if interrupted {
+            crate::mm::swap::hibernate(true);
         } else {
             // Deflate only where the program waits (so that what it waits
             // on can wake it): the VMM's eventfd is still set, so the next
@@ -55,6 +74,11 @@ pub fn serve_pending() {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
     SERVING.store(false, Ordering::Release);
+    // After a park (hibernated from the interrupt), serve what woke us
+    // before the program runs again; nothing else waits for it.
+    if interrupted && bits & control::HIBERNATE != 0 && pending() {
+        serve(true);
+    }
 }
 
 /// Returns free memory to the host; returns the bytes handed back.

@@ -34,6 +34,11 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
     }
 }
 
+/// Makes a host call once: no retry, no control requests served.
+pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
+    raw_call(c, args)
+}
+
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let mut rec = RECORD.lock();
     rec.call = c as u64;

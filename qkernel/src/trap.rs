@@ -5,6 +5,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use qlib::abi::KICK_VECTOR;
+
 use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
 use crate::arch::user_return;
@@ -15,6 +17,9 @@ use crate::{hostcall, process, signal, syscalls};
 const TF: u64 = 0x100;
 
 static USER_CR3: AtomicU64 = AtomicU64::new(0);
+
+/// Kick interrupts that arrived while the kernel ran (for the log).
+pub static KICKS_IN_KERNEL: AtomicU64 = AtomicU64::new(0);
 
 /// Records the user PGD to return to.
 pub fn set_user_cr3(cr3: u64) {
@@ -103,6 +108,12 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
             frame.rflags &= !TF;
             return 1;
         }
+        // A kick that lands in the kernel: the kernel looks at the control
+        // page before it returns to user mode anyway (`kick_in_kernel`).
+        if frame.vector == u64::from(KICK_VECTOR) {
+            KICKS_IN_KERNEL.fetch_add(1, Ordering::Relaxed);
+            return 1;
+        }
         let cr2 = if frame.vector == 14 {
             platform.fault_address()
         } else {
@@ -118,7 +129,11 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
         error: frame.error,
         ..signal::Info::user(0, 0, 0)
     };
-    if frame.vector == 14 {
+    if frame.vector == u64::from(KICK_VECTOR) {
+        // The VMM kicked us out of the program to serve a control request.
+        user_return::finish_stub(frame);
+        crate::control::serve_from_interrupt();
+    } else if frame.vector == 14 {
         let addr = platform.fault_address();
         let r = process::with(|p| {
             fault::handle(&mut p.mm, addr, frame.error)

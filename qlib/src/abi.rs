@@ -16,6 +16,10 @@ pub const ABI_VERSION: u64 = 2;
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
 
+/// The interrupt vector the VMM injects to make a running guest look at
+/// its control page (the vCPU kick, `qvisor::kick`).
+pub const KICK_VECTOR: u8 = 0x20;
+
 /// Returned by a blocking host call that the VMM cut short because a
 /// control request is pending (see [`ControlPage`]): the guest serves the
 /// request and makes the same call again.

@@ -17,6 +17,7 @@ use qlib::layout::CONTROL_GPA;
 
 use crate::guest_mem::GuestRam;
 use crate::hibernate::Hibernation;
+use crate::kick::Kick;
 
 /// The wake-up side shared by the signal thread and the host calls.
 pub struct ControlChannel {
@@ -25,6 +26,8 @@ pub struct ControlChannel {
     /// Tells the signal thread to end.
     stop: AtomicBool,
     stop_fd: OwnedFd,
+    /// Kicks the vCPU when it runs guest code.
+    pub kick: Kick,
 }
 
 fn eventfd() -> std::io::Result<OwnedFd> {
@@ -57,11 +60,21 @@ impl ControlChannel {
             eventfd: eventfd()?,
             stop: AtomicBool::new(false),
             stop_fd: eventfd()?,
+            kick: Kick::default(),
         }))
     }
 
-    /// Posts `bits` to the guest and wakes a blocked host call.
+    /// Posts `bits` to the guest and wakes a blocked host call, or kicks
+    /// the vCPU if it runs guest code.
     pub fn post(&self, ram: &GuestRam, bits: u64) {
+        if ram.atomic_or_u64(CONTROL_GPA, bits).is_ok() {
+            poke(&self.eventfd);
+            self.kick.request();
+        }
+    }
+
+    /// Posts `bits` and wakes a blocked host call, without a kick.
+    pub fn post_quiet(&self, ram: &GuestRam, bits: u64) {
         if ram.atomic_or_u64(CONTROL_GPA, bits).is_ok() {
             poke(&self.eventfd);
         }
@@ -113,6 +126,7 @@ impl ControlChannel {
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         poke(&self.stop_fd);
+        self.kick.retry_later();
     }
 }
 

@@ -10,6 +10,8 @@ mod error;
 mod guest_mem;
 mod hibernate;
 mod hostcall;
+mod kick;
+mod kick_inject;
 mod program;
 mod rootfs;
 mod stdio;
@@ -163,6 +165,7 @@ impl Sandbox {
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
+        kick::install_handler().map_err(|e| VmmError::Vcpu(format!("kick signal: {e}")))?;
         let listener = match &config.control_socket {
             Some(path) => Some(
                 std::os::unix::net::UnixListener::bind(path)
@@ -172,6 +175,11 @@ impl Sandbox {
         };
         let status = std::thread::scope(|s| {
             s.spawn(|| control::signal_loop(&channel, &ram, &hib, sigset));
+            s.spawn(|| kick::retry_loop(&channel));
+            if std::env::var_os("QVISOR_KICK_STORM").is_some() {
+                let channel = &channel;
+                s.spawn(move || kick::storm(channel));
+            }
             if let (Some(listener), Some(path)) = (&listener, &config.control_socket) {
                 let channel = &channel;
                 let ram = &ram;
@@ -183,7 +191,7 @@ impl Sandbox {
                 });
             }
             let result = s
-                .spawn(|| vcpu::run(&mut vcpu, &mut calls))
+                .spawn(|| vcpu::run(&mut vcpu, &mut calls, &channel.kick))
                 .join()
                 .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()));
             channel.shutdown();

@@ -13,6 +13,8 @@ use qlib::abi::HOSTCALL_PORT;
 
 use crate::error::VmmError;
 use crate::hostcall::{HostCalls, Outcome};
+use crate::kick::Kick;
+use crate::kick_inject::{Injected, try_inject};
 
 /// Boot control registers (PLATFORM.md, "How to get into native mode").
 const EFER: u64 = 0xD01;
@@ -61,13 +63,44 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmErro
 }
 
 /// Runs the vCPU until the program exits; returns its status.
-pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError> {
+pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>, kick: &Kick) -> Result<i32, VmmError> {
+    let exit_flag: *mut u8 = &raw mut vcpu.get_kvm_run().immediate_exit;
+    kick.attach(exit_flag);
+    let result = run_loop(vcpu, calls, kick, exit_flag);
+    kick.detach();
+    result
+}
+
+fn run_loop(
+    vcpu: &mut VcpuFd,
+    calls: &mut HostCalls<'_>,
+    kick: &Kick,
+    exit_flag: *mut u8,
+) -> Result<i32, VmmError> {
+    // A kick found the guest kernel running: retried when the timer fires.
+    let mut retry = false;
     loop {
-        let exit = match vcpu.run() {
+        if kick.entering() {
+            // SAFETY: exit_flag points into this vCPU's kvm_run mapping.
+            unsafe { exit_flag.write_volatile(1) };
+        }
+        let r = vcpu.run();
+        kick.left();
+        let exit = match r {
             Ok(exit) => exit,
-            // A signal reached this thread (e.g. the cgroup freezer waking
-            // a thawed task): nothing happened to the guest, re-enter it.
-            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => continue,
+            // Kicked (`crate::kick`), or another signal reached this thread
+            // (e.g. the cgroup freezer waking a thawed task).
+            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                // SAFETY: as above.
+                unsafe { exit_flag.write_volatile(0) };
+                if (kick.take() || retry) && try_inject(vcpu)? == Injected::NotNow {
+                    retry = true;
+                    kick.retry_later();
+                } else {
+                    retry = false;
+                }
+                continue;
+            }
             Err(e) => return Err(VmmError::Vcpu(format!("KVM_RUN: {e}"))),
         };
         let gpa = match exit {
@@ -94,7 +127,11 @@ pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>) -> Result<i32, VmmError
             }
             other => return Err(VmmError::Vcpu(format!("unexpected exit {other:?}"))),
         };
-        match calls.serve(gpa) {
+        let outcome = calls.serve(gpa);
+        // The guest kernel reads the control page after every host call.
+        kick.take();
+        retry = false;
+        match outcome {
             Outcome::Resume => {}
             Outcome::Exit(status) => return Ok(status),
             Outcome::Panic(msg) => return Err(VmmError::GuestPanic(msg)),

@@ -46,6 +46,8 @@ pub const ALL: &[&str] = &[
     // SIGTERM during a blocking call, sent by the test (not by itself).
     "sig_graceful",
     "signals",
+    // A pure user-mode loop: signals and control requests need a vCPU kick.
+    "spin",
     "sysinfo",
     "touch_mem",
 ];

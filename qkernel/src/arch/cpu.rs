@@ -5,7 +5,7 @@
 use core::arch::{asm, global_asm};
 use core::ptr::addr_of_mut;
 
-use super::entry::EXCEPTION_STUBS;
+use super::entry::{EXCEPTION_STUBS, kick_stub};
 
 /// Selectors.
 pub const KERNEL_CS: u16 = 0x10;
@@ -88,6 +88,25 @@ pub static mut ENTRY_STACKS: EntryStacks = EntryStacks {
     double_fault: [0; 4096],
 };
 
+/// Writes interrupt gate `vector` of `idt`: `stub`, privilege `dpl`, stack
+/// `ist` (0: none).
+///
+/// # Safety
+/// `idt` must point to the IDT and nothing may be using the gate.
+unsafe fn set_gate(idt: *mut Idt, vector: usize, stub: u64, dpl: u64, ist: u64) {
+    let low = (stub & 0xffff)
+        | (u64::from(KERNEL_CS) << 16)
+        | (ist << 32)
+        | ((0x8e | (dpl << 5)) << 40)
+        | (((stub >> 16) & 0xffff) << 48);
+    // SAFETY: the caller guarantees `idt` is the IDT, unused meanwhile;
+    // vector < 256 and the table has 512 words.
+    unsafe {
+        (*idt).0[vector * 2] = low;
+        (*idt).0[vector * 2 + 1] = stub >> 32;
+    }
+}
+
 #[repr(C, packed)]
 struct DescriptorPtr {
     limit: u16,
@@ -109,14 +128,11 @@ pub fn init() {
             // Breakpoint and overflow may be raised from user mode (int3).
             let dpl: u64 = if vector == 3 || vector == 4 { 3 } else { 0 };
             let ist: u64 = if vector == 8 { u64::from(DF_IST) } else { 0 };
-            let low = (stub & 0xffff)
-                | (u64::from(KERNEL_CS) << 16)
-                | (ist << 32)
-                | ((0x8e | (dpl << 5)) << 40)
-                | (((stub >> 16) & 0xffff) << 48);
-            (*idt).0[vector * 2] = low;
-            (*idt).0[vector * 2 + 1] = stub >> 32;
+            set_gate(idt, vector, stub, dpl, ist);
         }
+        // The kick: DPL 0, so a program's `int 0x20` is a #GP, not a kick.
+        let kick = usize::from(qlib::abi::KICK_VECTOR);
+        set_gate(idt, kick, kick_stub as *const () as u64, 0, 0);
         let ptr = DescriptorPtr {
             limit: (256 * 16 - 1) as u16,
             base: idt as u64,

@@ -78,6 +78,8 @@ pub static mut TRAMP_FRAME: TrampFrame = TrampFrame {
 unsafe extern "C" {
     /// The 32 exception stubs, in vector order.
     pub static EXCEPTION_STUBS: [u64; 32];
+    /// The kick interrupt's stub (`qlib::abi::KICK_VECTOR`).
+    pub fn kick_stub();
     fn return_via_iret(frame: *const TrapFrame) -> !;
 }
 
@@ -278,6 +280,14 @@ EXC_NOERR 28
 EXC_ERR 29
 EXC_ERR 30
 EXC_NOERR 31
+
+/* The vCPU kick (qlib::abi::KICK_VECTOR): an external interrupt the VMM
+   injects; it enters like an exception without an error code. */
+.global kick_stub
+kick_stub:
+    push 0
+    push 0x20
+    jmp exception_common
 
 .section .rodata
 .align 8

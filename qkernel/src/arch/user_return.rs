@@ -17,13 +17,14 @@
 //! ```
 //!
 //! No flag changes after `sysretq` has set RFLAGS, and no user memory (the
-//! stack, its red zone) is touched. The page is one page of the kernel
+//! stack, its red zone) is touched. The kick interrupt may stop the
+//! program inside the stub: [`finish_stub`] then completes it in the frame. The page is one page of the kernel
 //! image, mapped read+execute at [`USER_RETURN_VA`] in the user address
 //! space (the free page between the stack top and the end of user space);
 //! it is not a user frame, so hibernation and reclaim never move it. If the
 //! program unmapped or replaced it, the PTE no longer matches and the
 //! trampoline is used. One vCPU and one thread: the slots are per CPU, and
-//! nothing runs between `sysretq` and the stub's last load.
+//! only the kick interrupt runs between `sysretq` and the stub's last load.
 
 use qlib::pte::NO_EXEC;
 
@@ -75,6 +76,30 @@ fn page_gpa() -> u64 {
 /// Maps the return page into `mm` (read + execute) at [`USER_RETURN_VA`].
 pub fn map(mm: &mut AddrSpace) -> Result<(), crate::errno::Errno> {
     mm.map_kernel_page(USER_RETURN_VA, page_gpa())
+}
+
+/// Completes the stub for a program interrupted inside it (the kick
+/// interrupt can arrive between `sysretq` and the stub's jump): loads what
+/// the stub had still to load from the slots into `frame`, so that the
+/// frame is the program's own context and [`prepare`] may reuse the slots.
+pub fn finish_stub(frame: &mut TrapFrame) {
+    let off = frame.rip.wrapping_sub(USER_RETURN_VA);
+    if off >= STUB.len() as u64 {
+        return;
+    }
+    // SAFETY: one vCPU; the slots were written by the `prepare` whose
+    // return was interrupted and nothing has written them since.
+    let [rcx, r11, rip] = unsafe {
+        let base = core::ptr::addr_of!(RETURN_PAGE).cast::<u8>().add(SLOTS);
+        core::ptr::read_volatile(base.cast::<[u64; 3]>())
+    };
+    if off < 7 {
+        frame.rcx = rcx;
+    }
+    if off < 14 {
+        frame.r11 = r11;
+    }
+    frame.rip = rip;
 }
 
 /// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11

@@ -423,11 +423,14 @@ pub fn in_blocking_call() -> bool {
 
 /// Serves a hibernate request, from inside an interrupted blocking host
 /// call, which is reissued afterwards: the sandbox stays hibernated while
-/// it waits.
-pub fn hibernate() {
+/// it waits. Or, `interrupted`, from the kick interrupt that stopped the
+/// program in user mode: no host call is in flight (nothing to pin), and
+/// after the commit the vCPU parks in the host until woken ([`park`]).
+pub fn hibernate(interrupted: bool) {
     // Read before any host call of ours, which resets it.
-    let in_flight = *IN_FLIGHT.lock();
-    if hostcall::call(Call::HibernateBegin, [0; 6]) < 0 {
+    let in_flight = if interrupted { None } else { *IN_FLIGHT.lock() };
+    let begin = [u64::from(interrupted), 0, 0, 0, 0, 0];
+    if hostcall::call(Call::HibernateBegin, begin) < 0 {
         log::debug!("stale hibernate request ignored");
         return;
     }
@@ -492,6 +495,21 @@ pub fn hibernate() {
         n.reap,
         pins.len()
     );
+    if interrupted {
+        park();
+    }
+}
+
+/// Waits in the host, using no CPU, until the sandbox is woken (wake,
+/// SIGCONT) or another control request arrives: any return from the wait
+/// wakes a hibernated sandbox (`Hibernation::on_guest_resume`). A request
+/// already posted returns at once (its eventfd wake-up was dropped at
+/// `HibernateBegin`).
+fn park() {
+    if crate::control::pending() {
+        return;
+    }
+    hostcall::call_once(Call::Sleep, [u64::MAX, 0, 0, 0, 0, 0]);
 }
 
 /// Resolves a fault on the swapped page `page` of `vma`: reads it and the

@@ -110,6 +110,10 @@ pub struct Hibernation {
     channel: Arc<ControlChannel>,
 }
 
+/// How long a hibernate request lets a running program reach a blocking
+/// call before the vCPU is kicked.
+const KICK_GRACE: Duration = Duration::from_millis(100);
+
 /// How long a control-socket hibernate request waits for the guest to
 /// start deflating (it does when the program next waits in a blocking
 /// call); then the request is cancelled.
@@ -222,7 +226,16 @@ impl Hibernation {
         i.started = Some(Instant::now());
         i.aborted = None;
         i.begun = false;
-        self.channel.post(ram, control::HIBERNATE);
+        // No kick at once: a program that waits in a blocking call soon
+        // deflates there, so that what it waits on (a connection) wakes it.
+        // One that keeps running is kicked after a grace period and
+        // deflates from the kick interrupt, parked until woken.
+        self.channel.post_quiet(ram, control::HIBERNATE);
+        let channel = self.channel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(KICK_GRACE);
+            channel.kick.request();
+        });
         if !wait {
             drop(i);
             return Ok(self.status());
@@ -263,6 +276,9 @@ impl Hibernation {
         }
         self.wake_locked(&mut i, ram, why)?;
         drop(i);
+        // A guest parked after a hibernation from the kick interrupt waits
+        // on nothing but the eventfd (`qkernel::mm::swap::park`).
+        self.channel.poke();
         Ok(self.status())
     }
 
@@ -326,10 +342,17 @@ impl Hibernation {
     }
 
     /// `HibernateBegin`.
-    pub fn begin(&self) -> i64 {
+    /// `interrupted`: the guest serves the request from the kick interrupt,
+    /// not from a wait the eventfd cut short, so the eventfd still holds
+    /// the request's wake-up: drop it, or the guest's park after the
+    /// commit would return (and wake the sandbox) at once.
+    pub fn begin(&self, interrupted: bool) -> i64 {
         let mut i = self.lock();
         if i.state != State::Hibernating {
             return -(libc::EINVAL as i64);
+        }
+        if interrupted {
+            crate::control::drain(&self.channel.eventfd);
         }
         i.begun = true;
         match i.reap() {

@@ -124,7 +124,7 @@ pub enum Served {
 pub fn serve(hib: &Hibernation, ram: &GuestRam, call: Call, a: [u64; 6]) -> Option<Served> {
     const EFAULT: i64 = -(libc::EFAULT as i64);
     let ret = match call {
-        Call::HibernateBegin => hib.begin(),
+        Call::HibernateBegin => hib.begin(a[0] != 0),
         Call::SwapOut => match ram.swap_pages(a[0], a[1]) {
             Ok(p) => hib.swap_out(ram, &p),
             Err(_) => EFAULT,

@@ -1,0 +1,186 @@
+//! The vCPU kick: control requests reach a program that spins in user
+//! mode without system calls (`spin`). SIGTERM to `qrun do` must run its
+//! handler (or end it with status 143) within a second, as natively; a
+//! hibernation requested over the control socket must happen (the guest
+//! deflates from the kick interrupt), and after the wake the program's
+//! checksum over its memory must still be right.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Outcome, assert_same, require_kvm, shell_status};
+
+/// Time for the program to get from "ready" into its loop.
+const SETTLE: Duration = Duration::from_millis(200);
+
+fn spawn(mut cmd: Command) -> Child {
+    cmd.env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// Waits for "ready", runs `between`, then collects the outcome; the
+/// program must end by `deadline` after `between` returned. Returns the
+/// outcome and how long the end took.
+fn run_until_end(
+    mut child: Child,
+    deadline: Duration,
+    between: impl FnOnce(&Child),
+) -> (Outcome, Duration) {
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read ready");
+    assert_eq!(first, "ready\n", "the program did not get ready");
+    std::thread::sleep(SETTLE);
+    between(&child);
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            break;
+        }
+        if t0.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the spinning program did not end within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let took = t0.elapsed();
+    let status = shell_status(child.wait().expect("wait"));
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).expect("read stdout");
+    let mut stderr = Vec::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut stderr).expect("read stderr");
+    }
+    let mut all = first.into_bytes();
+    all.extend(rest);
+    (
+        Outcome {
+            stdout: all,
+            stderr,
+            status,
+        },
+        took,
+    )
+}
+
+fn kill_term(child: &Child) {
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -TERM failed");
+}
+
+fn sigterm(mode: &str, sandboxed: bool) -> Outcome {
+    let cmd = if sandboxed {
+        let mut c = Command::new(common::qrun());
+        c.args(["do", "--"]).arg(test_apps::path("spin")).arg(mode);
+        c
+    } else {
+        let mut c = Command::new(test_apps::path("spin"));
+        c.arg(mode);
+        c
+    };
+    let (out, took) = run_until_end(spawn(cmd), Duration::from_secs(1), kill_term);
+    eprintln!("spin {mode} (sandboxed: {sandboxed}): ended {took:?} after SIGTERM");
+    out
+}
+
+fn compare(mode: &str) -> Outcome {
+    if !require_kvm() {
+        return Outcome {
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            status: 0,
+        };
+    }
+    let native = sigterm(mode, false);
+    let sandboxed = sigterm(mode, true);
+    assert_same(&format!("spin {mode}"), &native, &sandboxed);
+    native
+}
+
+/// A handler that sets a flag the loop polls: it must run.
+#[test]
+fn sigterm_reaches_a_spinning_program() {
+    let native = compare("handler");
+    if native.stdout.is_empty() {
+        return;
+    }
+    assert_eq!(String::from_utf8_lossy(&native.stdout), "ready\ngraceful\n");
+    assert_eq!(native.status, 0);
+}
+
+/// No handler: SIGTERM's default action ends it, status 143.
+#[test]
+fn sigterm_ends_a_spinning_program() {
+    let native = compare("plain");
+    if native.stdout.is_empty() {
+        return;
+    }
+    assert_eq!(native.status, 143);
+}
+
+fn wait_for(socket: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Hibernate and wake a program that computes checksums over 16 MiB of
+/// its memory without a system call: the guest deflates from the kick
+/// interrupt (no blocking call to do it in), stays parked until the wake,
+/// and the checksum still matches afterwards.
+#[test]
+fn hibernate_a_spinning_program() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = common::tmp::TempDir::new("kick-hib");
+    let socket = dir.join("ctl.sock");
+    let mut cmd = Command::new(common::qrun());
+    cmd.args(["do", "--control-socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--")
+        .arg(test_apps::path("spin"))
+        .args(["checksum", "1500"]);
+    let (out, _) = run_until_end(spawn(cmd), Duration::from_secs(60), |_| {
+        wait_for(&socket);
+        let st = common::ctl(&socket, "hibernate").expect("hibernate a spinning program");
+        assert_eq!(st["state"], "hibernated", "{st}");
+        assert!(
+            st["swapped_out_bytes"].as_u64().unwrap_or(0) >= 16 << 20,
+            "the 16 MiB buffer was not swapped out: {st}"
+        );
+        // Parked: still hibernated a while later (the program does not run).
+        std::thread::sleep(Duration::from_millis(300));
+        let st = common::ctl(&socket, "status").expect("status");
+        assert_eq!(st["state"], "hibernated", "{st}");
+        let st = common::ctl(&socket, "wake").expect("wake");
+        assert_eq!(st["state"], "running", "{st}");
+    });
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ready\nchecksum ok\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}
