@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine:
-# musl-gcc (test apps), busybox-static (compat tests), curl (HTTP server
+# musl-gcc (test apps), gcc and libc6-dev (the dynamically linked test
+# apps), busybox-static (compat tests), curl (HTTP server
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
 # bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
 # demo edits config.json with it), and the Rust
@@ -10,6 +11,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v musl-gcc >/dev/null || need+=(musl-tools)
+command -v gcc >/dev/null || need+=(gcc)
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)

@@ -1,5 +1,8 @@
 //! Builds the test programs into `$OUT_DIR/bin`:
 //! - every `c/*.c` with `musl-gcc -static -O2` (Debian: `musl-tools`);
+//! - every `c-dyn/*.c` with the system `gcc -O2`: dynamically linked
+//!   against glibc, PIE as Debian's gcc makes by default (Debian: `gcc`,
+//!   `libc6-dev`);
 //! - the `rust-hello` crate for `x86_64-unknown-linux-musl`, by a nested
 //!   cargo with a scrubbed environment and its own target directory.
 
@@ -43,7 +46,8 @@ fn build() -> Result<(), String> {
     let bin_dir = out_dir.join("bin");
     fs::create_dir_all(&bin_dir).map_err(|e| format!("creating {}: {e}", bin_dir.display()))?;
 
-    build_c_programs(&manifest_dir.join("c"), &bin_dir)?;
+    build_c_programs(&manifest_dir.join("c"), &bin_dir, &STATIC_MUSL)?;
+    build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_GLIBC)?;
     build_rust_hello(&manifest_dir.join("rust-hello"), &out_dir, &bin_dir)
 }
 
@@ -51,7 +55,27 @@ fn env_var(name: &str) -> Result<String, String> {
     env::var(name).map_err(|e| format!("{name}: {e}"))
 }
 
-fn build_c_programs(c_dir: &Path, bin_dir: &Path) -> Result<(), String> {
+/// A C compiler and the flags a directory of programs is built with.
+struct CCompiler {
+    cc: &'static str,
+    flags: &'static [&'static str],
+    /// How to install `cc` when it is missing.
+    install: &'static str,
+}
+
+const STATIC_MUSL: CCompiler = CCompiler {
+    cc: "musl-gcc",
+    flags: &["-static", "-O2", "-Wall", "-Wextra"],
+    install: "apt-get install musl-tools",
+};
+
+const DYNAMIC_GLIBC: CCompiler = CCompiler {
+    cc: "gcc",
+    flags: &["-O2", "-Wall", "-Wextra", "-pie", "-fPIE"],
+    install: "apt-get install gcc libc6-dev",
+};
+
+fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), String> {
     // Watching the directory also catches added and removed sources.
     println!("cargo:rerun-if-changed={}", c_dir.display());
     let mut sources: Vec<PathBuf> = fs::read_dir(c_dir)
@@ -68,20 +92,20 @@ fn build_c_programs(c_dir: &Path, bin_dir: &Path) -> Result<(), String> {
             .file_stem()
             .ok_or_else(|| format!("{}: no file name", src.display()))?;
         let exe = bin_dir.join(name);
-        let output = Command::new("musl-gcc")
-            .args(["-static", "-O2", "-Wall", "-Wextra", "-o"])
+        let output = Command::new(cc.cc)
+            .args(cc.flags)
+            .arg("-o")
             .arg(&exe)
             .arg(src)
             .output()
             .map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => {
-                    "musl-gcc not found: apt-get install musl-tools".to_owned()
-                }
-                _ => format!("running musl-gcc: {e}"),
+                io::ErrorKind::NotFound => format!("{} not found: {}", cc.cc, cc.install),
+                _ => format!("running {}: {e}", cc.cc),
             })?;
         if !output.status.success() {
             return Err(format!(
-                "musl-gcc failed on {} ({}):\n{}",
+                "{} failed on {} ({}):\n{}",
+                cc.cc,
                 src.display(),
                 output.status,
                 String::from_utf8_lossy(&output.stderr)

@@ -1,7 +1,14 @@
-//! Loading a static ELF program into a fresh address space (like
-//! `execve`): segments mapped eagerly (no fault per page on the way in),
-//! the `brk` heap after the last segment, the stack with argv, envp and the
+//! Loading an ELF program into a fresh address space (like `execve`):
+//! segments mapped eagerly (no fault per page on the way in), the `brk`
+//! heap after the program's last segment, the stack with argv, envp and the
 //! auxiliary vector (`qlib::user_stack`).
+//!
+//! A dynamically linked program comes with its interpreter's image (read
+//! and vetted by the VMM). As on Linux, the program is mapped as usual
+//! (`ET_EXEC` at its addresses, a PIE at [`ET_DYN_BASE`]), the interpreter
+//! at [`INTERP_BASE`], and the program starts at the interpreter's entry
+//! with `AT_BASE` = the interpreter's load address and `AT_PHDR`,
+//! `AT_ENTRY` describing the program.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -15,9 +22,14 @@ use crate::mm::addr_space::{AddrSpace, STACK_SIZE, STACK_TOP};
 use crate::mm::vma::{PROT_EXEC, PROT_READ, PROT_WRITE, VmaKind};
 use crate::mm::{gpa_to_kva, page_down, page_up, uaccess};
 
-/// Where a static-PIE program is loaded (Linux's `ELF_ET_DYN_BASE`
-/// without randomisation).
+/// Where a PIE (static or dynamic) is loaded (Linux's `ELF_ET_DYN_BASE`
+/// without randomisation), rounded up to the program's alignment.
 const ET_DYN_BASE: u64 = 0x5555_5555_4000;
+/// Where an `ET_DYN` interpreter is loaded: below the `mmap` area
+/// (`MMAP_TOP`), which hands out addresses top-down and skips it.
+const INTERP_BASE: u64 = 0x7f00_0000_0000;
+/// End (exclusive) of the space a loaded image may use.
+const IMAGE_LIMIT: u64 = crate::mm::addr_space::MMAP_TOP;
 /// Stack pages mapped before the program starts.
 const STACK_PREFAULT: u64 = 32 * 4096;
 
@@ -25,6 +37,8 @@ const STACK_PREFAULT: u64 = 32 * 4096;
 pub struct Exec<'a> {
     /// The ELF image.
     pub image: &'a [u8],
+    /// The interpreter's ELF image for a dynamically linked program.
+    pub interp: Option<&'a [u8]>,
     /// argv strings.
     pub argv: &'a [&'a [u8]],
     /// envp strings.
@@ -80,16 +94,30 @@ fn poke(mm: &mut AddrSpace, va: u64, bytes: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Loads `exec` into `mm`; returns the entry state.
-pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
-    let info = elf::parse(exec.image).map_err(LoadError::Elf)?;
-    info.require_static().map_err(LoadError::Elf)?;
-    let bias = match info.e_type {
-        ElfType::Dyn => ET_DYN_BASE - page_down(info.min_vaddr),
-        _ => 0,
-    };
+/// Maps the `PT_LOAD`s of `image` (parsed as `info`) at `bias`, first
+/// checking the whole biased range is free and below [`IMAGE_LIMIT`];
+/// returns the end of the last page.
+fn map_image(
+    mm: &mut AddrSpace,
+    image: &[u8],
+    info: &elf::ElfInfo,
+    bias: u64,
+) -> Result<u64, LoadError> {
+    let lo = page_down(info.min_vaddr)
+        .checked_add(bias)
+        .ok_or(Errno::ENOMEM)?;
+    let hi = info
+        .max_vaddr
+        .checked_add(bias)
+        .and_then(page_up)
+        .filter(|&hi| hi <= IMAGE_LIMIT)
+        .ok_or(Errno::ENOMEM)?;
+    if mm.vmas.overlaps(lo, hi) {
+        return Err(Errno::ENOMEM.into());
+    }
     let mut top = 0;
     for seg in info.segments() {
+        // In range: `lo <= vaddr + bias` and `vaddr + memsz + bias <= hi`.
         let start = page_down(seg.vaddr + bias);
         let end = page_up(seg.vaddr + bias + seg.memsz).ok_or(Errno::ENOMEM)?;
         let mut prot = 0;
@@ -109,13 +137,56 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
             mm.vmas.protect(v.start, v.end, v.prot | prot);
         }
         mm.populate(start, end)?;
-        let file = exec
-            .image
+        let file = image
             .get(seg.file_offset as usize..(seg.file_offset + seg.filesz) as usize)
             .ok_or(Errno::ENOEXEC)?;
         poke(mm, seg.vaddr + bias, file)?;
         top = top.max(end);
     }
+    Ok(top)
+}
+
+/// The load bias of an `ET_DYN` image placed at `base` (rounded up to its
+/// alignment); 0 for `ET_EXEC`.
+fn dyn_bias(info: &elf::ElfInfo, base: u64) -> Result<u64, Errno> {
+    match info.e_type {
+        ElfType::Dyn => base
+            .checked_next_multiple_of(info.max_align)
+            .and_then(|b| b.checked_sub(page_down(info.min_vaddr)))
+            .ok_or(Errno::ENOMEM),
+        ElfType::Exec => Ok(0),
+    }
+}
+
+/// Loads `exec` into `mm`; returns the entry state.
+pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
+    let info = elf::parse(exec.image).map_err(LoadError::Elf)?;
+    // The VMM sends the interpreter exactly when the program names one.
+    let interp = match (info.interp, exec.interp) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(LoadError::Elf(
+                info.require_static()
+                    .err()
+                    .unwrap_or(elf::ElfError::BadInterp),
+            ));
+        }
+        (Some(_), Some(image)) => {
+            let iinfo = elf::parse(image).map_err(LoadError::Elf)?;
+            iinfo.require_static().map_err(LoadError::Elf)?;
+            Some((image, iinfo))
+        }
+    };
+    let bias = dyn_bias(&info, ET_DYN_BASE)?;
+    let top = map_image(mm, exec.image, &info, bias)?;
+    let (at_base, rip) = match &interp {
+        Some((image, iinfo)) => {
+            let ibias = dyn_bias(iinfo, INTERP_BASE)?;
+            map_image(mm, image, iinfo, ibias)?;
+            (ibias, iinfo.entry + ibias)
+        }
+        None => (0, info.entry + bias),
+    };
     mm.brk_start = top;
     mm.brk = top;
 
@@ -135,7 +206,7 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
         (us::AT_PHENT, u64::from(info.phentsize)),
         (us::AT_PHNUM, u64::from(info.phnum)),
         (us::AT_PAGESZ, 4096),
-        (us::AT_BASE, 0),
+        (us::AT_BASE, at_base),
         (us::AT_FLAGS, 0),
         (us::AT_ENTRY, info.entry + bias),
         (us::AT_UID, u64::from(exec.ids[0])),
@@ -167,8 +238,5 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
     let used = (STACK_TOP - rsp) as usize;
     let tail = &buf[buf.len() - used..];
     uaccess::copy_out(mm, rsp, tail)?;
-    Ok(Entry {
-        rip: info.entry + bias,
-        rsp,
-    })
+    Ok(Entry { rip, rsp })
 }

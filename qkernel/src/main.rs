@@ -111,7 +111,8 @@ mod kernel {
         // A linker symbol; only its address is used.
         let kernel_end = kva_to_gpa(&raw const __kernel_end as u64);
         let boot_end = info.boot_data_gpa;
-        if boot_end > info.mem_size || info.program.gpa + info.program.len > info.mem_size {
+        let outside = |v: qlib::abi::IoVec| v.gpa.saturating_add(v.len) > info.mem_size;
+        if boot_end > info.mem_size || outside(info.program) || outside(info.interp) {
             hostcall::boot_error("boot data outside guest RAM");
         }
         mm::frames::init(kernel_end, boot_end);
@@ -132,6 +133,7 @@ mod kernel {
         let mut mm = AddrSpace::new();
         let exec = Exec {
             image: boot_slice(info.program),
+            interp: (info.interp.len != 0).then(|| boot_slice(info.interp)),
             argv: &argv,
             envp: &envp,
             execfn,

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 2;
+pub const ABI_VERSION: u64 = 3;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -286,9 +286,13 @@ pub struct BootInfo {
     pub cwd: IoVec,
     /// The hostname `uname` reports.
     pub hostname: IoVec,
+    /// The ELF image of the program's interpreter (its `PT_INTERP`, read
+    /// inside the rootfs and vetted by the VMM); `len` 0 for a static
+    /// program. Added in ABI version 3.
+    pub interp: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 272);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 288);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -16,6 +16,8 @@ use crate::guest_mem::GuestRam;
 pub struct Program<'a> {
     /// The ELF image.
     pub image: &'a [u8],
+    /// The interpreter's ELF image, empty for a static program.
+    pub interp: &'a [u8],
     /// argv, `argv[0]` included.
     pub argv: &'a [String],
     /// `KEY=VALUE` strings.
@@ -131,7 +133,15 @@ pub fn write_boot_info(
     let mut execfn = program.execfn.as_bytes().to_vec();
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
-    let parts: [&[u8]; 6] = [program.image, &argv, &envp, &execfn, cwd, hostname];
+    let parts: [&[u8]; 7] = [
+        program.image,
+        program.interp,
+        &argv,
+        &envp,
+        &execfn,
+        cwd,
+        hostname,
+    ];
     let total: u64 = parts
         .iter()
         .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))
@@ -153,6 +163,7 @@ pub fn write_boot_info(
         Ok(v)
     };
     let image = place(program.image)?;
+    let interp = place(program.interp)?;
     let argv_v = place(&argv)?;
     let envp_v = place(&envp)?;
     let execfn_v = place(&execfn)?;
@@ -183,6 +194,7 @@ pub fn write_boot_info(
         termios: stdio.termios,
         cwd: cwd_v,
         hostname: hostname_v,
+        interp,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

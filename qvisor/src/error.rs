@@ -34,6 +34,27 @@ pub enum VmmError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The program's interpreter (`PT_INTERP`) could not be read.
+    #[error("{path}: interpreter {interp}: {}", interp_io_reason(source))]
+    InterpIo {
+        /// The program path.
+        path: String,
+        /// The interpreter path the program names.
+        interp: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The program's interpreter is not something we can load.
+    #[error("{path}: interpreter {interp}: {reason}")]
+    BadInterp {
+        /// The program path.
+        path: String,
+        /// The interpreter path the program names.
+        interp: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The boot data (program, argv, env) does not fit guest memory.
     #[error("program, arguments and environment ({0} bytes) do not fit in guest memory")]
     BootDataTooBig(u64),
@@ -67,8 +88,21 @@ impl VmmError {
     pub fn exit_status(&self) -> i32 {
         match self {
             Self::ProgramIo { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
-            Self::ProgramIo { .. } | Self::BadProgram { .. } => 126,
+            Self::InterpIo { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 127,
+            Self::ProgramIo { .. }
+            | Self::BadProgram { .. }
+            | Self::InterpIo { .. }
+            | Self::BadInterp { .. } => 126,
             _ => 1,
         }
+    }
+}
+
+/// "not found" for a missing interpreter (what a shell says for it), else
+/// the I/O error.
+fn interp_io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "not found".into(),
+        _ => e.to_string(),
     }
 }

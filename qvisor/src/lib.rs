@@ -109,7 +109,7 @@ impl Sandbox {
         }
         let root = rootfs::Rootfs::open(&config.rootfs)
             .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
-        let image = program::read_program_in(&root, &config.program, &config.cwd)?;
+        let images = program::read_program_in(&root, &config.program, &config.cwd)?;
         ignore_sigpipe_and_umask();
         let kvm = Kvm::new().map_err(VmmError::Kvm)?;
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
@@ -128,7 +128,8 @@ impl Sandbox {
         let entry = boot::load_kernel(&ram, KERNEL_IMAGE)?;
         let cr3 = boot::build_page_tables(&ram)?;
         let program = Program {
-            image: &image,
+            image: &images.program,
+            interp: images.interp.as_deref().unwrap_or(&[]),
             argv: &config.argv,
             envp: &config.env,
             execfn: &config.program,

@@ -1,59 +1,135 @@
-//! Reading and vetting the program before a VM is created, so that a bad
-//! program gets a clear one-line error and the exit status a shell uses.
+//! Reading and vetting the program (and, for a dynamically linked one, its
+//! interpreter) before a VM is created, so that a bad program gets a clear
+//! one-line error and the exit status a shell uses.
 
 use crate::error::VmmError;
 use crate::rootfs::Rootfs;
 
-/// Largest program image accepted.
+/// Largest program or interpreter image accepted.
 const MAX_PROGRAM: u64 = 64 << 20;
 
-/// Reads the program at host path `path` and checks it is a static x86-64
-/// ELF.
+/// The images the guest loads.
+pub struct Images {
+    /// The program's ELF image.
+    pub program: Vec<u8>,
+    /// Its interpreter's ELF image (`PT_INTERP`), for a dynamic program.
+    pub interp: Option<Vec<u8>>,
+}
+
+/// Reads the program at host path `path` and checks it is an x86-64 ELF
+/// executable (static or dynamic; a dynamic one's interpreter is not read).
 pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
     let io = |source| VmmError::ProgramIo {
         path: path.to_string(),
         source,
     };
-    vet(path, std::fs::File::open(path).map_err(io)?)
+    let file = std::fs::File::open(path).map_err(io)?;
+    let bad = |reason| VmmError::BadProgram {
+        path: path.to_string(),
+        reason,
+    };
+    let image = read_capped(file).map_err(|e| e.into_error(io, bad))?;
+    qlib::elf::parse(&image).map_err(|e| bad(e.to_string()))?;
+    Ok(image)
 }
 
 /// Reads the program at `path` inside `root` (relative paths against the
-/// guest working directory `cwd`) and checks it is a static x86-64 ELF.
-pub fn read_program_in(root: &Rootfs, path: &str, cwd: &str) -> Result<Vec<u8>, VmmError> {
-    let full = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("{}/{path}", cwd.trim_end_matches('/'))
-    };
-    let fd = root
-        .open_at(full.as_bytes(), libc::O_RDONLY, 0)
-        .map_err(|e| VmmError::ProgramIo {
-            path: path.to_string(),
-            source: std::io::Error::from_raw_os_error(e),
-        })?;
-    vet(path, std::fs::File::from(fd))
-}
-
-fn vet(path: &str, mut file: std::fs::File) -> Result<Vec<u8>, VmmError> {
-    use std::io::Read;
+/// guest working directory `cwd`), checks it is an x86-64 ELF executable,
+/// and when it names an interpreter, reads and checks that too (inside
+/// `root`, as Linux resolves `PT_INTERP` in the caller's root).
+pub fn read_program_in(root: &Rootfs, path: &str, cwd: &str) -> Result<Images, VmmError> {
     let io = |source| VmmError::ProgramIo {
         path: path.to_string(),
         source,
     };
-    let meta = file.metadata().map_err(io)?;
-    let bad = |reason: String| VmmError::BadProgram {
+    let bad = |reason| VmmError::BadProgram {
         path: path.to_string(),
         reason,
     };
+    let file = open_in(root, path.as_bytes(), cwd).map_err(io)?;
+    let program = read_capped(file).map_err(|e| e.into_error(io, bad))?;
+    let info = qlib::elf::parse(&program).map_err(|e| bad(e.to_string()))?;
+    let Some(interp_path) = info.interp_bytes(&program) else {
+        return Ok(Images {
+            program,
+            interp: None,
+        });
+    };
+    let interp_name = String::from_utf8_lossy(interp_path).into_owned();
+    let interp_io = |source| VmmError::InterpIo {
+        path: path.to_string(),
+        interp: interp_name.clone(),
+        source,
+    };
+    let interp_bad = |reason| VmmError::BadInterp {
+        path: path.to_string(),
+        interp: interp_name.clone(),
+        reason,
+    };
+    let file = open_in(root, interp_path, cwd).map_err(interp_io)?;
+    let interp = read_capped(file).map_err(|e| e.into_error(interp_io, interp_bad))?;
+    let iinfo = qlib::elf::parse(&interp).map_err(|e| interp_bad(e.to_string()))?;
+    if iinfo.interp.is_some() {
+        return Err(interp_bad("names an interpreter of its own".into()));
+    }
+    Ok(Images {
+        program,
+        interp: Some(interp),
+    })
+}
+
+/// Opens `path` (absolute, or relative to `cwd`) read-only inside `root`.
+fn open_in(root: &Rootfs, path: &[u8], cwd: &str) -> Result<std::fs::File, std::io::Error> {
+    let full = if path.first() == Some(&b'/') {
+        path.to_vec()
+    } else {
+        let mut full = cwd.trim_end_matches('/').as_bytes().to_vec();
+        full.push(b'/');
+        full.extend_from_slice(path);
+        full
+    };
+    root.open_at(&full, libc::O_RDONLY, 0)
+        .map(std::fs::File::from)
+        .map_err(std::io::Error::from_raw_os_error)
+}
+
+/// Why [`read_capped`] failed.
+enum ReadError {
+    Io(std::io::Error),
+    Bad(String),
+}
+
+impl ReadError {
+    fn into_error(
+        self,
+        io: impl FnOnce(std::io::Error) -> VmmError,
+        bad: impl FnOnce(String) -> VmmError,
+    ) -> VmmError {
+        match self {
+            Self::Io(e) => io(e),
+            Self::Bad(reason) => bad(reason),
+        }
+    }
+}
+
+/// Reads a whole regular file of at most [`MAX_PROGRAM`] bytes.
+fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let meta = file.metadata().map_err(ReadError::Io)?;
     if meta.is_dir() {
-        return Err(bad("is a directory".into()));
+        return Err(ReadError::Bad("is a directory".into()));
     }
     if meta.len() > MAX_PROGRAM {
-        return Err(bad(format!("too large ({} bytes)", meta.len())));
+        return Err(ReadError::Bad(format!("too large ({} bytes)", meta.len())));
     }
     let mut image = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut image).map_err(io)?;
-    let info = qlib::elf::parse(&image).map_err(|e| bad(e.to_string()))?;
-    info.require_static().map_err(|e| bad(e.to_string()))?;
+    // `take` caps a file that grows while it is read.
+    (&mut file)
+        .take(MAX_PROGRAM + 1)
+        .read_to_end(&mut image)
+        .map_err(ReadError::Io)?;
+    if image.len() as u64 > MAX_PROGRAM {
+        return Err(ReadError::Bad("too large".into()));
+    }
     Ok(image)
 }

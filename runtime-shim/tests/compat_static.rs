@@ -269,52 +269,6 @@ fn truncated_elf_is_126() {
 }
 
 #[test]
-fn dynamic_program_is_126() {
-    if !require_kvm() {
-        return;
-    }
-    let prog = Path::new("/bin/true");
-    let bytes = std::fs::read(prog).expect("reading /bin/true");
-    assert!(
-        has_interp(&bytes),
-        "host /bin/true is not dynamically linked; this test needs one that is"
-    );
-    let out = qrun_do(prog);
-    assert_refused(prog, &out, 126);
-    assert!(
-        stderr(&out).to_lowercase().contains("dynamic"),
-        "message should say it is dynamic: {out:?}"
-    );
-}
-
-/// Whether an ELF64 little-endian file has a PT_INTERP program header.
-fn has_interp(elf: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let u16_at = |off: usize| {
-        elf.get(off..off + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |off: usize| {
-        elf.get(off..off + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let u64_at = |off: usize| {
-        elf.get(off..off + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("slice of 8")))
-    };
-    if elf.get(..5) != Some(b"\x7fELF\x02") {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
-        return false;
-    };
-    let Ok(phoff) = usize::try_from(phoff) else {
-        return false;
-    };
-    (0..usize::from(phnum)).any(|i| u32_at(phoff + i * usize::from(phentsize)) == Some(PT_INTERP))
-}
-
-#[test]
 fn wild_pointers_get_efault() {
     if !require_kvm() {
         return;

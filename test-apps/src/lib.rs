@@ -1,6 +1,7 @@
-//! Static Linux x86-64 test programs for the compatibility tests.
+//! Linux x86-64 test programs for the compatibility tests.
 //!
-//! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2` and the
+//! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2`, every
+//! `c-dyn/*.c` with the system `gcc` (dynamic, glibc, PIE) and the
 //! `rust-hello` crate for `x86_64-unknown-linux-musl`, into `$OUT_DIR/bin`.
 //! Each program prints the same bytes on every run (no pids, addresses or
 //! times), so a native run and a sandboxed run can be compared byte for
@@ -25,6 +26,8 @@ pub const ALL: &[&str] = &[
     "bench_hostcall",
     "bench_syscall",
     "clocks",
+    // Dynamically linked against glibc (PIE), from c-dyn/ with gcc.
+    "dyn_hello",
     "escape",
     "exit_code",
     "fault_regs",

@@ -13,6 +13,7 @@ mod sys_signal;
 mod sys_socket;
 mod sys_stat;
 mod sys_time;
+mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -196,6 +197,12 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
     e(186, sys_proc::gettid, Full, ""),
+    e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
+    e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
+    e(193, sys_xattr::fd_xattr, Stub, "EOPNOTSUPP: no xattrs"),
+    e(194, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
+    e(195, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
+    e(196, sys_xattr::fd_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(200, sys_kill::tkill, Full, "to self only (tid 1)"),
     e(201, sys_time::time, Full, ""),
     e(
@@ -208,6 +215,7 @@ pub static ENTRIES: &[Entry] = &[
     e(213, sys_poll::epoll_create, Full, ""),
     e(217, sys_file::getdents64, Full, ""),
     e(218, sys_proc::set_tid_address, Full, ""),
+    e(221, sys_xattr::fadvise64, Stub, "advice ignored"),
     e(228, sys_time::clock_gettime, Full, ""),
     e(229, sys_time::clock_getres, Full, ""),
     e(230, sys_time::clock_nanosleep, Full, ""),

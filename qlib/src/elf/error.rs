@@ -45,8 +45,8 @@ pub enum ElfError {
     BadInterp,
     /// `e_entry` lies outside every loadable segment.
     BadEntry(u64),
-    /// The program names an interpreter (a dynamic loader); only static
-    /// programs are run so far.
+    /// The file names an interpreter (a dynamic loader) where only a static
+    /// file will do (an interpreter cannot have one of its own).
     Dynamic(InterpPath),
 }
 
@@ -212,10 +212,7 @@ impl fmt::Display for ElfError {
             }
             Self::BadInterp => f.write_str("malformed PT_INTERP"),
             Self::BadEntry(e) => write!(f, "entry point {e:#x} is outside every loadable segment"),
-            Self::Dynamic(path) => write!(
-                f,
-                "dynamically linked (needs {path}); only static programs run so far"
-            ),
+            Self::Dynamic(path) => write!(f, "dynamically linked (needs {path})"),
         }
     }
 }

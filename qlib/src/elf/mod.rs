@@ -23,9 +23,11 @@
 //!   [`ElfInfo::segments`]; at most [`MAX_LOAD_SEGMENTS`] others.
 //! - `e_entry` inside a loadable segment.
 //! - `PT_INTERP` (at most one): 2 to 4096 bytes ending in NUL, inside the
-//!   file. Its presence makes the program dynamically linked, which
-//!   [`ElfInfo::require_static`] refuses for now. `ET_DYN` without it is a
-//!   static PIE and needs a load bias.
+//!   file. Its presence makes the program dynamically linked: the loader
+//!   maps the interpreter too ([`ElfInfo::interp_bytes`]), and
+//!   [`ElfInfo::require_static`] refuses it where only a static file will
+//!   do (an interpreter). `ET_DYN` without it is a static PIE and needs a
+//!   load bias.
 //!
 //! Section headers are not read.
 
@@ -159,6 +161,17 @@ impl ElfInfo {
     /// [`INTERP_PATH_KEEP`] bytes.
     pub fn interp_path(&self) -> Option<&InterpPath> {
         self.interp.map(|_| &self.interp_path)
+    }
+
+    /// The whole interpreter path (without its NUL) read from `file`, the
+    /// same bytes [`parse`] accepted; `None` for a static program or when
+    /// `file` is not the parsed file.
+    pub fn interp_bytes<'f>(&self, file: &'f [u8]) -> Option<&'f [u8]> {
+        let (offset, filesz) = self.interp?;
+        let start = usize::try_from(offset).ok()?;
+        let end = usize::try_from(offset.checked_add(filesz)?).ok()?;
+        let (last, path) = file.get(start..end)?.split_last()?;
+        (*last == 0).then_some(path)
     }
 
     /// `ET_DYN` without `PT_INTERP`: a static program that needs a load bias.
@@ -454,11 +467,12 @@ mod tests {
             info.interp_path().map(InterpPath::as_bytes),
             Some(&path[..path.len() - 1])
         );
+        assert_eq!(info.interp_bytes(&f), Some(&path[..path.len() - 1]));
+        assert_eq!(info.interp_bytes(&f[..0x210]), None);
         let err = info.require_static().expect_err("dynamic");
         assert_eq!(
             err.to_string(),
-            "dynamically linked (needs /lib64/ld-linux-x86-64.so.2); \
-             only static programs run so far"
+            "dynamically linked (needs /lib64/ld-linux-x86-64.so.2)"
         );
     }
 
