@@ -2,7 +2,8 @@
 //! - every `c/*.c` with `musl-gcc -static -O2` (Debian: `musl-tools`);
 //! - every `c-dyn/*.c` with the system `gcc -O2`: dynamically linked
 //!   against glibc, PIE as Debian's gcc makes by default (Debian: `gcc`,
-//!   `libc6-dev`);
+//!   `libc6-dev`), and again with `musl-gcc` (dynamic, musl's loader) as
+//!   `NAME_musl`;
 //! - the `rust-hello` crate for `x86_64-unknown-linux-musl`, by a nested
 //!   cargo with a scrubbed environment and its own target directory.
 
@@ -48,6 +49,7 @@ fn build() -> Result<(), String> {
 
     build_c_programs(&manifest_dir.join("c"), &bin_dir, &STATIC_MUSL)?;
     build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_GLIBC)?;
+    build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_MUSL)?;
     build_rust_hello(&manifest_dir.join("rust-hello"), &out_dir, &bin_dir)
 }
 
@@ -61,18 +63,29 @@ struct CCompiler {
     flags: &'static [&'static str],
     /// How to install `cc` when it is missing.
     install: &'static str,
+    /// Appended to each program's name.
+    suffix: &'static str,
 }
 
 const STATIC_MUSL: CCompiler = CCompiler {
     cc: "musl-gcc",
     flags: &["-static", "-O2", "-Wall", "-Wextra"],
     install: "apt-get install musl-tools",
+    suffix: "",
 };
 
 const DYNAMIC_GLIBC: CCompiler = CCompiler {
     cc: "gcc",
     flags: &["-O2", "-Wall", "-Wextra", "-pie", "-fPIE"],
     install: "apt-get install gcc libc6-dev",
+    suffix: "",
+};
+
+const DYNAMIC_MUSL: CCompiler = CCompiler {
+    cc: "musl-gcc",
+    flags: &["-O2", "-Wall", "-Wextra", "-pie", "-fPIE"],
+    install: "apt-get install musl-tools",
+    suffix: "_musl",
 };
 
 fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), String> {
@@ -91,6 +104,8 @@ fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), 
         let name = src
             .file_stem()
             .ok_or_else(|| format!("{}: no file name", src.display()))?;
+        let mut name = name.to_os_string();
+        name.push(cc.suffix);
         let exe = bin_dir.join(name);
         let output = Command::new(cc.cc)
             .args(cc.flags)

@@ -133,3 +133,64 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
     }
     Ok(image)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A scratch rootfs holding the host's dynamic `/bin/true` as `/true`
+    /// and `interp` (if any) as its glibc interpreter.
+    fn rootfs(name: &str, interp: Option<&[u8]>) -> (PathBuf, Rootfs) {
+        let dir =
+            std::env::temp_dir().join(format!("qvisor-program-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("lib64")).expect("mkdir in the temp dir");
+        std::fs::copy("/bin/true", dir.join("true")).expect("copying /bin/true");
+        if let Some(bytes) = interp {
+            std::fs::write(dir.join("lib64/ld-linux-x86-64.so.2"), bytes).expect("write");
+        }
+        let root = Rootfs::open(&dir).expect("opening the scratch rootfs");
+        (dir, root)
+    }
+
+    fn refusal(name: &str, interp: Option<&[u8]>) -> (i32, String) {
+        let (dir, root) = rootfs(name, interp);
+        let err = read_program_in(&root, "/true", "/")
+            .err()
+            .expect("the interpreter is refused");
+        let _ = std::fs::remove_dir_all(dir);
+        (err.exit_status(), err.to_string())
+    }
+
+    #[test]
+    fn dynamic_program_comes_with_its_interpreter() {
+        let real = std::fs::read("/lib64/ld-linux-x86-64.so.2").expect("host glibc loader");
+        let (dir, root) = rootfs("ok", Some(&real));
+        let images = read_program_in(&root, "true", "/").expect("loads");
+        let _ = std::fs::remove_dir_all(dir);
+        assert_eq!(images.interp.as_deref(), Some(&real[..]));
+    }
+
+    #[test]
+    fn bad_interpreters_are_refused_clearly() {
+        let (status, msg) = refusal("missing", None);
+        assert_eq!(status, 127);
+        assert_eq!(
+            msg,
+            "/true: interpreter /lib64/ld-linux-x86-64.so.2: not found"
+        );
+        let (status, msg) = refusal("text", Some(b"hello\n"));
+        assert_eq!((status, msg.contains("not an ELF")), (126, true), "{msg}");
+        let (status, msg) = refusal("empty", Some(b""));
+        assert_eq!(status, 126, "{msg}");
+        let real = std::fs::read("/lib64/ld-linux-x86-64.so.2").expect("host glibc loader");
+        let (status, msg) = refusal("cut", Some(&real[..100]));
+        assert_eq!((status, msg.contains("truncated")), (126, true), "{msg}");
+        // An interpreter that is itself dynamic.
+        let dynamic = std::fs::read("/bin/true").expect("reading /bin/true");
+        let (status, msg) = refusal("dyn", Some(&dynamic));
+        assert_eq!(status, 126, "{msg}");
+        assert!(msg.contains("interpreter of its own"), "{msg}");
+    }
+}

@@ -56,6 +56,29 @@ fn dyn_hello() {
 }
 
 #[test]
+fn dyn_hello_musl() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("dyn_hello_musl");
+    let out = compare(&prog, &["musl"], &[("QTEST", "loader")]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert!(!stdout(&out).contains("FAIL"), "{out:?}");
+    assert!(stdout(&out).contains("AT_BASE set\n"), "{out:?}");
+}
+
+/// The loader run as the program (`ld.so PROG ARGS`), which maps `PROG`
+/// itself with `mmap`.
+#[test]
+fn glibc_loader_as_the_program() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare(Path::new(GLIBC_LD), &["/bin/echo", "via", "ld.so"], &[]);
+    assert_eq!(stdout(&out), "via ld.so\n");
+}
+
+#[test]
 fn host_echo() {
     if !require_kvm() {
         return;

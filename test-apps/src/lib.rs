@@ -1,7 +1,8 @@
 //! Linux x86-64 test programs for the compatibility tests.
 //!
 //! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2`, every
-//! `c-dyn/*.c` with the system `gcc` (dynamic, glibc, PIE) and the
+//! `c-dyn/*.c` with the system `gcc` (dynamic, glibc, PIE) and as
+//! `NAME_musl` with `musl-gcc` (dynamic, musl's loader), and the
 //! `rust-hello` crate for `x86_64-unknown-linux-musl`, into `$OUT_DIR/bin`.
 //! Each program prints the same bytes on every run (no pids, addresses or
 //! times), so a native run and a sandboxed run can be compared byte for
@@ -26,8 +27,10 @@ pub const ALL: &[&str] = &[
     "bench_hostcall",
     "bench_syscall",
     "clocks",
-    // Dynamically linked against glibc (PIE), from c-dyn/ with gcc.
+    // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
+    // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.
     "dyn_hello",
+    "dyn_hello_musl",
     "escape",
     "exit_code",
     "fault_regs",

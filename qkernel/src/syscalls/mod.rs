@@ -269,6 +269,7 @@ pub static ENTRIES: &[Entry] = &[
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
     e(332, sys_stat::statx, Full, ""),
+    e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),
     e(439, sys_stat::faccessat2, Full, ""),
 ];
 

@@ -54,6 +54,12 @@ pub fn set_tid_address(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(1)
 }
 
+/// `rseq(...)`: not supported; `ENOSYS` tells glibc to run without it
+/// (it is in the table so the refusal is not logged as unimplemented).
+pub fn rseq(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Err(Errno::ENOSYS)
+}
+
 /// `set_robust_list(head, len)`.
 pub fn set_robust_list(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[1] != 24 {
