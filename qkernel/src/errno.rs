@@ -48,6 +48,7 @@ impl Errno {
     pub const ENOSYS: Errno = Errno(38);
     pub const ENOTEMPTY: Errno = Errno(39);
     pub const ELOOP: Errno = Errno(40);
+    pub const ELIBBAD: Errno = Errno(80);
     pub const ENOTSOCK: Errno = Errno(88);
     pub const EPROTOTYPE: Errno = Errno(91);
     pub const ENOPROTOOPT: Errno = Errno(92);

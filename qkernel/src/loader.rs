@@ -158,25 +158,42 @@ fn dyn_bias(info: &elf::ElfInfo, base: u64) -> Result<u64, Errno> {
     }
 }
 
-/// Loads `exec` into `mm`; returns the entry state.
-pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
-    let info = elf::parse(exec.image).map_err(LoadError::Elf)?;
-    // The VMM sends the interpreter exactly when the program names one.
-    let interp = match (info.interp, exec.interp) {
+/// A vetted program: its ELF information and its interpreter's.
+pub type Vetted<'a> = (elf::ElfInfo, Option<(&'a [u8], elf::ElfInfo)>);
+
+/// Checks that `image` (and `interp`, given exactly when the program
+/// names one) can be loaded: the checks `load` relies on, so that
+/// `execve` can fail before its point of no return.
+pub fn vet<'a>(image: &[u8], interp: Option<&'a [u8]>) -> Result<Vetted<'a>, elf::ElfError> {
+    let info = elf::parse(image)?;
+    let interp = match (info.interp, interp) {
         (None, _) => None,
         (Some(_), None) => {
-            return Err(LoadError::Elf(
-                info.require_static()
-                    .err()
-                    .unwrap_or(elf::ElfError::BadInterp),
-            ));
+            return Err(info
+                .require_static()
+                .err()
+                .unwrap_or(elf::ElfError::BadInterp));
         }
         (Some(_), Some(image)) => {
-            let iinfo = elf::parse(image).map_err(LoadError::Elf)?;
-            iinfo.require_static().map_err(LoadError::Elf)?;
+            let iinfo = elf::parse(image)?;
+            iinfo.require_static()?;
             Some((image, iinfo))
         }
     };
+    Ok((info, interp))
+}
+
+/// Loads `exec` into the fresh `mm` and maps the kernel's return page
+/// (`arch::user_return`): what boot and `execve` both do.
+pub fn load_fresh(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
+    let entry = load(mm, exec)?;
+    arch::user_return::map(mm)?;
+    Ok(entry)
+}
+
+/// Loads `exec` into `mm`; returns the entry state.
+pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
+    let (info, interp) = vet(exec.image, exec.interp).map_err(LoadError::Elf)?;
     let bias = dyn_bias(&info, ET_DYN_BASE)?;
     let top = map_image(mm, exec.image, &info, bias)?;
     let (at_base, rip) = match &interp {
@@ -231,7 +248,8 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
         let mut buf = vec![0u8; size];
         match us::build(&mut buf, STACK_TOP, &input) {
             Ok(rsp) => break (buf, rsp),
-            Err(_) if size < 1 << 20 => size *= 4,
+            // argv + envp may take a quarter of the 8 MiB stack.
+            Err(_) if size < 4 << 20 => size *= 4,
             Err(_) => return Err(Errno::E2BIG.into()),
         }
     };

@@ -21,6 +21,8 @@ mod control;
 #[cfg(target_os = "none")]
 mod errno;
 #[cfg(target_os = "none")]
+mod exec;
+#[cfg(target_os = "none")]
 mod fs;
 #[cfg(target_os = "none")]
 mod hostcall;
@@ -140,7 +142,7 @@ mod kernel {
             ids: info.ids,
             random,
         };
-        let entry = match loader::load(&mut mm, &exec) {
+        let entry = match loader::load_fresh(&mut mm, &exec) {
             Ok(e) => e,
             Err(LoadError::Elf(e)) => {
                 log::error!("cannot run the program: {e}");
@@ -151,12 +153,7 @@ mod kernel {
                 hostcall::exit(126)
             }
         };
-        if let Err(e) = arch::user_return::map(&mut mm) {
-            log::error!("cannot map the return page: {e:?}");
-            hostcall::exit(126)
-        }
         let user_cr3 = mm.pt.user_cr3();
-        let kernel_cr3 = mm.pt.kernel_cr3();
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
         let exe = crate::fs::path::normalize(&alloc::format!(
@@ -170,11 +167,9 @@ mod kernel {
         };
         let cmdline = boot_slice(info.argv).to_vec();
         let files = crate::fs::stdio_table(&info.stdio_mode);
-        *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
-        trap::set_user_cr3(user_cr3);
         // Switch the kernel to the process's PGD (same kernel half).
-        // SAFETY: the new kernel PGD maps the kernel exactly as the boot PGD.
-        unsafe { core::arch::asm!("mov cr3, {0}", in(reg) kernel_cr3, options(nostack)) };
+        process::activate(&mm);
+        *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
         log::debug!(
             "entering user mode at {:#x}, rsp {:#x}",
             entry.rip,

@@ -99,6 +99,18 @@ impl Process {
     }
 }
 
+/// Makes `mm` the current address space: the kernel switches to its
+/// kernel PGD (same kernel half as every other) and returns to user mode
+/// through its user PGD.
+pub fn activate(mm: &AddrSpace) {
+    crate::trap::set_user_cr3(mm.pt.user_cr3());
+    let kernel_cr3 = mm.pt.kernel_cr3();
+    // SAFETY: every kernel PGD maps the kernel half exactly as the boot
+    // PGD (`PageTables::new` copies it), so the code, stack and data in
+    // use stay mapped.
+    unsafe { core::arch::asm!("mov cr3, {0}", in(reg) kernel_cr3, options(nostack)) };
+}
+
 /// Flags a user context may hold: CF PF AF ZF SF TF DF OF AC ID; IF is
 /// always set.
 pub const USER_RFLAGS: u64 = 0x0025_4dd5;

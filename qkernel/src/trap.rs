@@ -48,7 +48,8 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
 /// Called by the syscall entry. Returns 0 to leave with `sysretq`, 1 to
 /// leave through the trampoline (`iretq`, prepared here). Pending signals
 /// are delivered on the way out. `rt_sigreturn` restores every register,
-/// RCX and R11 included, so it leaves through the return stub
+/// RCX and R11 included (as does a successful `execve`, which
+/// starts a new program with a clean context), so it leaves through the return stub
 /// (`user_return`) or the trampoline, never with a plain `sysretq`.
 #[unsafe(no_mangle)]
 extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
@@ -63,8 +64,18 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
             frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
         ];
         frame.rax = syscalls::dispatch(nr, &args);
-        signal::deliver(frame, Some(nr));
-        false
+        match crate::exec::take_fresh_entry() {
+            // `execve` replaced the program: a clean context at its entry.
+            Some(entry) => {
+                *frame = crate::exec::fresh_frame(&entry);
+                signal::deliver(frame, None);
+                true
+            }
+            None => {
+                signal::deliver(frame, Some(nr));
+                false
+            }
+        }
     };
     // sysretq to a RIP outside the lower half would fault in kernel mode.
     if frame.rip < 0x0000_8000_0000_0000

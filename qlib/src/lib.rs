@@ -12,6 +12,7 @@ pub mod elf;
 pub mod io_abi;
 pub mod layout;
 pub mod pte;
+pub mod shebang;
 pub mod swapfile;
 pub mod syscall_names;
 pub mod user_stack;

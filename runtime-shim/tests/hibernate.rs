@@ -35,6 +35,12 @@ fn scratch(name: &str) -> PathBuf {
 
 impl Sandbox {
     fn start(name: &str, state_dir: Option<&Path>) -> Self {
+        Self::start_via(name, state_dir, &[])
+    }
+
+    /// Like `start`, with `hib_pattern` run by `launcher` (a program that
+    /// execs its arguments, such as `/usr/bin/env`).
+    fn start_via(name: &str, state_dir: Option<&Path>, launcher: &[&str]) -> Self {
         let dir = scratch(name);
         let socket = dir.join("ctl.sock");
         let state_dir = state_dir.map_or_else(|| dir.join("state"), Path::to_path_buf);
@@ -44,6 +50,7 @@ impl Sandbox {
             .arg("--state-dir")
             .arg(&state_dir)
             .arg("--")
+            .args(launcher)
             .arg(test_apps::path("hib_pattern"))
             .arg("64")
             .env_clear()
@@ -188,6 +195,28 @@ fn a_hundred_hibernations_lose_nothing() {
         left.is_empty(),
         "swap/REAP files must go with the sandbox: {left:?}"
     );
+}
+
+/// A program that `execve`d (the dynamic `/usr/bin/env` running the
+/// static `hib_pattern`) hibernates and wakes like one started directly:
+/// nothing in the kernel keeps the first program's page tables.
+#[test]
+fn hibernation_after_execve() {
+    if !common::require_kvm() {
+        return;
+    }
+    let mut s = Sandbox::start_via("after-exec", None, &["/usr/bin/env"]);
+    s.verify();
+    for i in 0..6 {
+        let st = s.ctl("hibernate").expect("hibernate");
+        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
+        if i % 2 == 0 {
+            s.ctl("wake").expect("wake");
+        }
+        s.verify();
+    }
+    let (status, stderr) = s.finish();
+    assert_eq!(status, 0, "{stderr}");
 }
 
 #[test]

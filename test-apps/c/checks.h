@@ -18,6 +18,9 @@ static inline const char *errno_name(int e) {
     case ENOENT: return "ENOENT";
     case EINTR: return "EINTR";
     case EIO: return "EIO";
+    case E2BIG: return "E2BIG";
+    case ENOEXEC: return "ENOEXEC";
+    case ELIBBAD: return "ELIBBAD";
     case EBADF: return "EBADF";
     case EAGAIN: return "EAGAIN";
     case ENOMEM: return "ENOMEM";

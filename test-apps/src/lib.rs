@@ -32,6 +32,8 @@ pub const ALL: &[&str] = &[
     "dyn_hello",
     "dyn_hello_musl",
     "escape",
+    // execve: errors, what survives an exec, a `#!` script, /bin/echo.
+    "exec_chain",
     "exit_code",
     "fault_regs",
     "flags_syscall",

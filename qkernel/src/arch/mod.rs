@@ -107,3 +107,26 @@ pub fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
     let r = core::arch::x86_64::__cpuid_count(leaf, 0);
     (r.eax, r.ebx, r.ecx, r.edx)
 }
+
+/// The FPU/SSE state a new program starts with (FXSAVE layout): x87
+/// control word 0x37f, MXCSR 0x1f80, every register and tag clear.
+#[repr(C, align(16))]
+struct CleanFpu([u8; 512]);
+
+static CLEAN_FPU: CleanFpu = {
+    let mut a = [0u8; 512];
+    a[0] = 0x7f;
+    a[1] = 0x03;
+    a[24] = 0x80;
+    a[25] = 0x1f;
+    CleanFpu(a)
+};
+
+/// Resets the program's FPU/SSE registers to their initial state
+/// (`execve`). The kernel itself uses no FPU or SSE register.
+pub fn reset_fpu() {
+    // SAFETY: a 512-byte, 16-byte-aligned FXSAVE image with only
+    // architectural default values (MXCSR 0x1f80 has no reserved bit), so
+    // fxrstor64 cannot fault; CR4.OSFXSR is set at boot.
+    unsafe { asm!("fxrstor64 [{}]", in(reg) CLEAN_FPU.0.as_ptr(), options(nostack, readonly)) };
+}

@@ -222,6 +222,15 @@ impl FdTable {
         slot.take().map(|e| e.file).ok_or(Errno::EBADF)
     }
 
+    /// Closes every fd marked `FD_CLOEXEC` (`execve`).
+    pub fn close_on_exec(&mut self) {
+        for slot in &mut self.slots {
+            if slot.as_ref().is_some_and(|e| e.cloexec) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Open fd numbers, ascending.
     pub fn numbers(&self) -> impl Iterator<Item = usize> + '_ {
         self.slots

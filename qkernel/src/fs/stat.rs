@@ -41,6 +41,16 @@ pub fn statx_mode(sx: &[u8; STATX_SIZE]) -> u32 {
     get(sx, 28, 2) as u32
 }
 
+/// The size of a statx record.
+pub fn statx_size(sx: &[u8; STATX_SIZE]) -> u64 {
+    get(sx, 40, 8)
+}
+
+/// The owner (uid, gid) of a statx record.
+pub fn statx_owner(sx: &[u8; STATX_SIZE]) -> (u32, u32) {
+    (get(sx, 20, 4) as u32, get(sx, 24, 4) as u32)
+}
+
 /// Converts a statx record to a `struct stat`.
 pub fn stat_from_statx(sx: &[u8; STATX_SIZE]) -> [u8; STAT_SIZE] {
     let mut st = [0u8; STAT_SIZE];

@@ -50,6 +50,27 @@ impl AddrSpace {
         }
     }
 
+    /// Releases every user page and page-table page (`execve` replaced
+    /// this space). The return page is the kernel's and is left alone.
+    ///
+    /// # Safety
+    /// CR3 must name another address space's PGD.
+    pub unsafe fn free(mut self) {
+        let ranges: alloc::vec::Vec<(u64, u64)> = self
+            .vmas
+            .iter_range(0, u64::MAX)
+            .filter(|v| v.kind != VmaKind::Kernel)
+            .map(|v| (v.start, v.end))
+            .collect();
+        for (start, end) in ranges {
+            self.release_pages(start, end);
+        }
+        arch::flush_tlb();
+        // SAFETY: the caller guarantees CR3 is elsewhere; the pages the
+        // tables named are released.
+        unsafe { self.pt.free() };
+    }
+
     /// Adds a VMA over a free range.
     pub fn add_vma(&mut self, start: u64, end: u64, prot: u32, kind: VmaKind) {
         self.vmas.insert(Vma {

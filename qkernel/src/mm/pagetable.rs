@@ -7,7 +7,7 @@
 
 use alloc::boxed::Box;
 
-use qlib::layout::{BOOT_PGD_GPA, USER_END};
+use qlib::layout::{BOOT_PGD_GPA, KERNEL_BASE, USER_END};
 use qlib::pte::{NO_EXEC, PRESENT, Pte, USER, WRITABLE, indexes};
 
 use super::{gpa_to_kva, kva_to_gpa};
@@ -24,6 +24,18 @@ const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER;
 fn new_table() -> u64 {
     let t = Box::leak(Box::new(Table([0; 512])));
     kva_to_gpa(t as *mut Table as u64)
+}
+
+/// Returns a page-table page to the heap.
+///
+/// # Safety
+/// `table_gpa` must be a page made by [`new_table`] that no live table
+/// entry (and no CR3) names any more.
+unsafe fn free_table(table_gpa: u64) {
+    // SAFETY: `new_table` leaked a `Box<Table>` from the heap, which lives
+    // in the kernel image: its address is `KERNEL_BASE + gpa`; the caller
+    // guarantees nothing refers to it.
+    drop(unsafe { Box::from_raw((KERNEL_BASE + table_gpa) as *mut Table) });
 }
 
 fn entry(table_gpa: u64, index: usize) -> *mut u64 {
@@ -109,6 +121,45 @@ impl PageTables {
         Self {
             pgd: kva_to_gpa(pair as *mut PgdPair as u64),
         }
+    }
+
+    /// Frees the page-table pages of the user half and the PGD pair
+    /// (`execve`). The user pages must have been released first; the
+    /// shared `.cpu_entry` map (user PGD slot 511) is not ours and stays.
+    ///
+    /// # Safety
+    /// CR3 must name another PGD (and the TLB hold nothing of this one
+    /// that is used again): the tables go back to the heap.
+    pub unsafe fn free(self) {
+        let present = |table: u64, i: usize| {
+            // SAFETY: `table` is a live page-table page of this space.
+            let e = Pte(unsafe { *entry(table, i) });
+            e.present().then(|| e.addr())
+        };
+        for i4 in 0..256 {
+            let Some(pdpt) = present(self.pgd, i4) else {
+                continue;
+            };
+            for i3 in 0..512 {
+                let Some(pd) = present(pdpt, i3) else {
+                    continue;
+                };
+                for i2 in 0..512 {
+                    if let Some(pt) = present(pd, i2) {
+                        // SAFETY: only `pd` names it, and `pd` goes too.
+                        unsafe { free_table(pt) };
+                    }
+                }
+                // SAFETY: as above, for `pdpt`.
+                unsafe { free_table(pd) };
+            }
+            // SAFETY: named by the PGD pair only, which goes too.
+            unsafe { free_table(pdpt) };
+        }
+        // SAFETY: `new` leaked this `Box<PgdPair>` from the heap (kernel
+        // image, `KERNEL_BASE + gpa`); the caller guarantees CR3 is
+        // elsewhere.
+        drop(unsafe { Box::from_raw((KERNEL_BASE + self.pgd) as *mut PgdPair) });
     }
 
     /// CR3 value of the kernel PGD.

@@ -3,6 +3,7 @@
 //! Anything not in the table returns `ENOSYS` and is logged once by name.
 
 mod rw;
+mod sys_exec;
 mod sys_file;
 mod sys_kill;
 mod sys_mm;
@@ -141,6 +142,12 @@ pub static ENTRIES: &[Entry] = &[
     e(54, sys_socket::setsockopt, Full, "values up to 256 bytes"),
     e(55, sys_socket::getsockopt, Full, "values up to 256 bytes"),
     e(
+        59,
+        sys_exec::execve,
+        Full,
+        "one thread; set-user-ID bits not honoured",
+    ),
+    e(
         60,
         sys_proc::exit_group,
         Full,
@@ -268,6 +275,7 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
+    e(322, sys_exec::execveat, Full, "as execve"),
     e(332, sys_stat::statx, Full, ""),
     e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),
     e(439, sys_stat::faccessat2, Full, ""),

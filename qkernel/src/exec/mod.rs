@@ -1,0 +1,122 @@
+//! `execve` after its point of no return: the old address space goes, the
+//! new program is loaded into a fresh one, and the per-process state
+//! changes as on Linux (close-on-exec fds closed, handled signals back to
+//! `SIG_DFL`, no alternate stack, no `clear_child_tid` or robust list).
+//! Everything that can fail for a reason the caller could be told about
+//! is checked before (`syscalls::sys_exec`); a failure here (out of
+//! memory) ends the process with SIGSEGV, as on Linux.
+//!
+//! The syscall returns normally; [`take_fresh_entry`] then tells the
+//! syscall exit path to replace the whole user context: RIP and RSP of the
+//! new program, every other register zero, RFLAGS 0x202, a clean FPU.
+
+pub mod image;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use spin::Mutex;
+
+use crate::arch::{self, entry::TrapFrame};
+use crate::hostcall;
+use crate::loader::{self, Entry, Exec, LoadError};
+use crate::mm::addr_space::AddrSpace;
+use crate::process::{self, Process, SigAction};
+use crate::{random, signal};
+
+/// What the checks before the point of no return produced.
+pub struct Program<'a> {
+    /// The program's ELF image.
+    pub image: &'a [u8],
+    /// Its interpreter's image.
+    pub interp: Option<&'a [u8]>,
+    /// argv (after `#!` rewriting) and envp.
+    pub argv: &'a [&'a [u8]],
+    pub envp: &'a [&'a [u8]],
+    /// `AT_EXECFN`: the path given to `execve`.
+    pub execfn: &'a [u8],
+    /// `/proc/self/exe`: the absolute path of the ELF file run.
+    pub exe: String,
+}
+
+/// The entry of a program `execve` just loaded, for the syscall exit path.
+static FRESH: Mutex<Option<Entry>> = Mutex::new(None);
+
+/// The entry of the program `execve` loaded during this syscall, if any.
+pub fn take_fresh_entry() -> Option<Entry> {
+    FRESH.lock().take()
+}
+
+/// The user context a new program starts with.
+pub fn fresh_frame(entry: &Entry) -> TrapFrame {
+    TrapFrame {
+        rip: entry.rip,
+        rsp: entry.rsp,
+        rflags: 0x202,
+        cs: u64::from(arch::cpu::USER_CS),
+        ss: u64::from(arch::cpu::USER_SS),
+        vector: u64::MAX,
+        ..TrapFrame::default()
+    }
+}
+
+fn die(what: &str) -> ! {
+    log::info!(
+        "program killed by signal {}: execve failed after the point of no return: {what}",
+        signal::SIGSEGV
+    );
+    hostcall::exit(128 + signal::SIGSEGV as i32)
+}
+
+/// Replaces the program of `p` with `prog`. Returns only on success.
+pub fn commit(p: &mut Process, prog: Program<'_>) {
+    // Switch to a fresh space first, so the old one can go before the new
+    // program is mapped (the two need not fit at once).
+    let fresh = AddrSpace::new();
+    process::activate(&fresh);
+    let old = core::mem::replace(&mut p.mm, fresh);
+    // SAFETY: CR3 now names the fresh space's PGD.
+    unsafe { old.free() };
+
+    let mut rnd = [0u8; 16];
+    random::fill(&mut rnd);
+    let exec = Exec {
+        image: prog.image,
+        interp: prog.interp,
+        argv: prog.argv,
+        envp: prog.envp,
+        execfn: prog.execfn,
+        ids: p.ids,
+        random: rnd,
+    };
+    let entry = match loader::load_fresh(&mut p.mm, &exec) {
+        Ok(e) => e,
+        Err(LoadError::Elf(e)) => die(&alloc::format!("{e}")),
+        Err(LoadError::Errno(e)) => die(&alloc::format!("{e:?}")),
+    };
+
+    p.files.close_on_exec();
+    for (i, act) in p.signals.actions.iter_mut().enumerate() {
+        let handler = if act.handler == 1 { 1 } else { 0 };
+        if act.handler > 1 {
+            signal::set_disposition(i as u32 + 1, 0);
+        }
+        *act = SigAction {
+            handler,
+            ..SigAction::default()
+        };
+    }
+    p.signals.altstack = (0, 2, 0); // SS_DISABLE
+    p.clear_child_tid = 0;
+    p.robust_list = 0;
+    p.exe = prog.exe;
+    p.cmdline = prog.argv.iter().fold(Vec::new(), |mut v, a| {
+        v.extend_from_slice(a);
+        v.push(0);
+        v
+    });
+    arch::set_fs_base(0);
+    arch::set_gs_base(0);
+    arch::reset_fpu();
+    *FRESH.lock() = Some(entry);
+}
