@@ -156,12 +156,14 @@ mod kernel {
         let user_cr3 = mm.pt.user_cr3();
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
+        // The ELF file run: the program, or a script's interpreter.
+        let exe_path = boot_slice(info.exe);
         let exe = crate::fs::path::normalize(&alloc::format!(
             "{cwd}/{}",
-            core::str::from_utf8(execfn).unwrap_or("")
+            core::str::from_utf8(exe_path).unwrap_or("")
         ));
-        let exe = if execfn.first() == Some(&b'/') {
-            crate::fs::path::normalize(core::str::from_utf8(execfn).unwrap_or("/"))
+        let exe = if exe_path.first() == Some(&b'/') {
+            crate::fs::path::normalize(core::str::from_utf8(exe_path).unwrap_or("/"))
         } else {
             exe
         };

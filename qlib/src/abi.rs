@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 3;
+pub const ABI_VERSION: u64 = 4;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -290,9 +290,13 @@ pub struct BootInfo {
     /// inside the rootfs and vetted by the VMM); `len` 0 for a static
     /// program. Added in ABI version 3.
     pub interp: IoVec,
+    /// The path of the ELF file run (for `/proc/self/exe`; relative paths
+    /// against `cwd`): the program, or for a `#!` script the interpreter
+    /// finally run, while `execfn` stays the script. Added in ABI version 4.
+    pub exe: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 288);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 304);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -9,6 +9,11 @@
 /// Bytes of the file Linux looks at (`BINPRM_BUF_SIZE`).
 pub const HEAD_SIZE: usize = 256;
 
+/// `#!` rewrites one exec may go through (a script whose interpreter is a
+/// script ...) before it fails with `ELOOP`, as Linux's
+/// `BINPRM_MAX_RECURSION` + 1.
+pub const MAX_NESTING: usize = 5;
+
 /// A parsed `#!` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shebang<'a> {

@@ -24,6 +24,9 @@ pub struct Program<'a> {
     pub envp: &'a [String],
     /// The path as given, for `AT_EXECFN`.
     pub execfn: &'a str,
+    /// The ELF file run (`/proc/self/exe`): the program, or for a `#!`
+    /// script its interpreter.
+    pub exe: &'a str,
     /// The working directory inside the rootfs.
     pub cwd: &'a str,
     /// The hostname.
@@ -133,7 +136,8 @@ pub fn write_boot_info(
     let mut execfn = program.execfn.as_bytes().to_vec();
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
-    let parts: [&[u8]; 7] = [
+    let exe = program.exe.as_bytes();
+    let parts: [&[u8]; 8] = [
         program.image,
         program.interp,
         &argv,
@@ -141,6 +145,7 @@ pub fn write_boot_info(
         &execfn,
         cwd,
         hostname,
+        exe,
     ];
     let total: u64 = parts
         .iter()
@@ -169,6 +174,7 @@ pub fn write_boot_info(
     let execfn_v = place(&execfn)?;
     let cwd_v = place(cwd)?;
     let hostname_v = place(hostname)?;
+    let exe_v = place(exe)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -195,6 +201,7 @@ pub fn write_boot_info(
         cwd: cwd_v,
         hostname: hostname_v,
         interp,
+        exe: exe_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

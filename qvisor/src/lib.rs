@@ -109,7 +109,8 @@ impl Sandbox {
         }
         let root = rootfs::Rootfs::open(&config.rootfs)
             .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
-        let images = program::read_program_in(&root, &config.program, &config.cwd)?;
+        let launch = program::launch_in(&root, &config.program, &config.argv, &config.cwd)?;
+        let images = &launch.images;
         ignore_sigpipe_and_umask();
         let kvm = Kvm::new().map_err(VmmError::Kvm)?;
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
@@ -130,9 +131,10 @@ impl Sandbox {
         let program = Program {
             image: &images.program,
             interp: images.interp.as_deref().unwrap_or(&[]),
-            argv: &config.argv,
+            argv: &launch.argv,
             envp: &config.env,
             execfn: &config.program,
+            exe: &launch.exe,
             cwd: &config.cwd,
             hostname: &config.hostname,
         };

@@ -33,22 +33,139 @@ pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
     Ok(image)
 }
 
-/// Reads the program at `path` inside `root` (relative paths against the
-/// guest working directory `cwd`), checks it is an x86-64 ELF executable,
-/// and when it names an interpreter, reads and checks that too (inside
-/// `root`, as Linux resolves `PT_INTERP` in the caller's root).
-pub fn read_program_in(root: &Rootfs, path: &str, cwd: &str) -> Result<Images, VmmError> {
-    let io = |source| VmmError::ProgramIo {
-        path: path.to_string(),
-        source,
-    };
-    let bad = |reason| VmmError::BadProgram {
-        path: path.to_string(),
-        reason,
-    };
-    let file = open_in(root, path.as_bytes(), cwd).map_err(io)?;
-    let program = read_capped(file).map_err(|e| e.into_error(io, bad))?;
-    let info = qlib::elf::parse(&program).map_err(|e| bad(e.to_string()))?;
+/// What the VMM starts: the images, argv after `#!` rewriting, and the
+/// path of the ELF file run.
+pub struct Launch {
+    /// The ELF images.
+    pub images: Images,
+    /// argv as the ELF program sees it.
+    pub argv: Vec<String>,
+    /// The ELF file's path (`/proc/self/exe`), relative to the guest cwd
+    /// when not absolute.
+    pub exe: String,
+}
+
+/// Whose file is being read, for errors naming it.
+#[derive(Clone, Copy)]
+enum Who<'a> {
+    /// The program itself.
+    Program(&'a str),
+    /// The interpreter `interp` a `#!` script `script` names.
+    Interp { script: &'a str, interp: &'a str },
+}
+
+impl Who<'_> {
+    fn io(self, source: std::io::Error) -> VmmError {
+        match self {
+            Self::Program(path) => VmmError::ProgramIo {
+                path: path.into(),
+                source,
+            },
+            Self::Interp { script, interp } => VmmError::InterpIo {
+                path: script.into(),
+                interp: interp.into(),
+                source,
+            },
+        }
+    }
+
+    fn bad(self, reason: String) -> VmmError {
+        match self {
+            Self::Program(path) => VmmError::BadProgram {
+                path: path.into(),
+                reason,
+            },
+            Self::Interp { script, interp } => VmmError::BadInterp {
+                path: script.into(),
+                interp: interp.into(),
+                reason,
+            },
+        }
+    }
+}
+
+/// Resolves what running `argv` with the program at `path` inside `root`
+/// starts, as Linux's `execve` does: a `#!` script runs its interpreter
+/// (resolved inside `root`, relative paths against `cwd`) with argv
+/// `[interp, optional arg, path, argv[1..]]`, up to
+/// [`qlib::shebang::MAX_NESTING`] times. The ELF finally reached must be an
+/// x86-64 executable; its `PT_INTERP` interpreter, if any, is read and
+/// checked too (inside `root`, as Linux resolves it in the caller's root).
+pub fn launch_in(
+    root: &Rootfs,
+    path: &str,
+    argv: &[String],
+    cwd: &str,
+) -> Result<Launch, VmmError> {
+    use qlib::shebang::{self, MAX_NESTING};
+    let mut argv = argv.to_vec();
+    let mut name = path.to_string();
+    let mut script: Option<String> = None;
+    for _ in 0..=MAX_NESTING {
+        let who = match &script {
+            None => Who::Program(path),
+            Some(s) => Who::Interp {
+                script: s,
+                interp: &name,
+            },
+        };
+        let file = open_in(root, name.as_bytes(), cwd).map_err(|e| who.io(e))?;
+        let image = read_capped(file).map_err(|e| e.into_error(|e| who.io(e), |r| who.bad(r)))?;
+        let Some(sb) = shebang::parse(&image) else {
+            if let Some(reason) = bad_shebang(&image) {
+                return Err(who.bad(reason.into()));
+            }
+            let images = elf_images(root, &name, image, cwd, who)?;
+            return Ok(Launch {
+                images,
+                argv,
+                exe: name,
+            });
+        };
+        let text = |b: &[u8]| {
+            String::from_utf8(b.to_vec()).map_err(|_| who.bad("#! line is not UTF-8".into()))
+        };
+        let interp = text(sb.interp)?;
+        let mut head = vec![interp.clone()];
+        if let Some(arg) = sb.arg {
+            head.push(text(arg)?);
+        }
+        head.push(name.clone());
+        // The script's argv[0] goes: the script path takes its place.
+        argv.splice(..1.min(argv.len()), head);
+        script = Some(std::mem::replace(&mut name, interp));
+    }
+    Err(VmmError::BadProgram {
+        path: path.into(),
+        reason: format!("more than {MAX_NESTING} levels of #! interpreters (ELOOP)"),
+    })
+}
+
+/// Why a file starting with `#!` is not a script [`qlib::shebang::parse`]
+/// takes; `None` if it does not start with `#!`.
+fn bad_shebang(image: &[u8]) -> Option<&'static str> {
+    use qlib::shebang::HEAD_SIZE;
+    if !image.starts_with(b"#!") {
+        return None;
+    }
+    let head = &image[..image.len().min(HEAD_SIZE - 1)];
+    Some(if head.contains(&b'\n') || image.len() < HEAD_SIZE {
+        "#! line names no interpreter"
+    } else {
+        "#! line too long (the interpreter path must end within 255 bytes)"
+    })
+}
+
+/// Checks `program` (the file at `path`, read as `who`) is an x86-64 ELF
+/// executable and reads and checks its `PT_INTERP` interpreter, if any.
+fn elf_images(
+    root: &Rootfs,
+    path: &str,
+    program: Vec<u8>,
+    cwd: &str,
+    who: Who<'_>,
+) -> Result<Images, VmmError> {
+    let info = qlib::elf::parse(&program).map_err(|e| who.bad(e.to_string()))?;
     let Some(interp_path) = info.interp_bytes(&program) else {
         return Ok(Images {
             program,
@@ -56,21 +173,15 @@ pub fn read_program_in(root: &Rootfs, path: &str, cwd: &str) -> Result<Images, V
         });
     };
     let interp_name = String::from_utf8_lossy(interp_path).into_owned();
-    let interp_io = |source| VmmError::InterpIo {
-        path: path.to_string(),
-        interp: interp_name.clone(),
-        source,
+    let iwho = Who::Interp {
+        script: path,
+        interp: &interp_name,
     };
-    let interp_bad = |reason| VmmError::BadInterp {
-        path: path.to_string(),
-        interp: interp_name.clone(),
-        reason,
-    };
-    let file = open_in(root, interp_path, cwd).map_err(interp_io)?;
-    let interp = read_capped(file).map_err(|e| e.into_error(interp_io, interp_bad))?;
-    let iinfo = qlib::elf::parse(&interp).map_err(|e| interp_bad(e.to_string()))?;
+    let file = open_in(root, interp_path, cwd).map_err(|e| iwho.io(e))?;
+    let interp = read_capped(file).map_err(|e| e.into_error(|e| iwho.io(e), |r| iwho.bad(r)))?;
+    let iinfo = qlib::elf::parse(&interp).map_err(|e| iwho.bad(e.to_string()))?;
     if iinfo.interp.is_some() {
-        return Err(interp_bad("names an interpreter of its own".into()));
+        return Err(iwho.bad("names an interpreter of its own".into()));
     }
     Ok(Images {
         program,
@@ -156,7 +267,7 @@ mod tests {
 
     fn refusal(name: &str, interp: Option<&[u8]>) -> (i32, String) {
         let (dir, root) = rootfs(name, interp);
-        let err = read_program_in(&root, "/true", "/")
+        let err = launch_in(&root, "/true", &[], "/")
             .err()
             .expect("the interpreter is refused");
         let _ = std::fs::remove_dir_all(dir);
@@ -167,9 +278,9 @@ mod tests {
     fn dynamic_program_comes_with_its_interpreter() {
         let real = std::fs::read("/lib64/ld-linux-x86-64.so.2").expect("host glibc loader");
         let (dir, root) = rootfs("ok", Some(&real));
-        let images = read_program_in(&root, "true", "/").expect("loads");
+        let launch = launch_in(&root, "true", &[], "/").expect("loads");
         let _ = std::fs::remove_dir_all(dir);
-        assert_eq!(images.interp.as_deref(), Some(&real[..]));
+        assert_eq!(launch.images.interp.as_deref(), Some(&real[..]));
     }
 
     #[test]
@@ -192,5 +303,48 @@ mod tests {
         let (status, msg) = refusal("dyn", Some(&dynamic));
         assert_eq!(status, 126, "{msg}");
         assert!(msg.contains("interpreter of its own"), "{msg}");
+    }
+
+    fn argv(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn scripts_run_their_interpreter() {
+        let (dir, root) = rootfs("script", None);
+        std::fs::create_dir_all(dir.join("bin")).expect("mkdir");
+        std::fs::copy("/bin/busybox", dir.join("bin/sh")).expect("copying busybox");
+        let write = |name: &str, text: &[u8]| std::fs::write(dir.join(name), text).expect("write");
+        write("a", b"#! /bin/sh -eu \necho\n");
+        write("b", b"#!a x\n");
+        write("loop", b"#!/loop\n");
+        write("gone", b"#!/nope/sh\n");
+        write("text", b"echo hi\n");
+        write("empty", b"#!  \n");
+        let mut long = b"#!/".to_vec();
+        long.resize(300, b'a');
+        write("long", &long);
+        let ok = launch_in(&root, "b", &argv(&["zero", "1"]), "/").expect("runs");
+        assert_eq!(ok.argv, argv(&["/bin/sh", "-eu", "a", "x", "b", "1"]));
+        assert_eq!(ok.exe, "/bin/sh");
+        assert!(ok.images.interp.is_none());
+        let err = |p: &str| {
+            let e = launch_in(&root, p, &argv(&[p]), "/")
+                .err()
+                .expect("refused");
+            (e.exit_status(), e.to_string())
+        };
+        let (loop_, gone, text) = (err("/loop"), err("gone"), err("text"));
+        let (empty, long) = (err("empty"), err("long"));
+        let _ = std::fs::remove_dir_all(dir);
+        assert_eq!(loop_.0, 126);
+        assert!(loop_.1.contains("ELOOP"), "{}", loop_.1);
+        assert_eq!(gone, (127, "gone: interpreter /nope/sh: not found".into()));
+        assert_eq!(text.0, 126);
+        assert!(text.1.contains("ELF"), "{}", text.1);
+        assert_eq!(empty.0, 126);
+        assert!(empty.1.contains("no interpreter"), "{}", empty.1);
+        assert_eq!(long.0, 126);
+        assert!(long.1.contains("too long"), "{}", long.1);
     }
 }

@@ -43,7 +43,7 @@ const MAX_ARG_STRLEN: usize = 32 * 4096;
 const ARG_LIMIT: usize = (STACK_SIZE / 4) as usize;
 /// Linux's `exec_binprm` runs the format handlers at most six times: five
 /// `#!` rewrites, then the ELF.
-const MAX_REWRITES: usize = 5;
+const MAX_REWRITES: usize = shebang::MAX_NESTING;
 
 /// `execve(path, argv, envp)`.
 pub fn execve(p: &mut Process, a: &[u64; 6]) -> SysResult {
