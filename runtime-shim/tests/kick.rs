@@ -101,13 +101,6 @@ fn sigterm(mode: &str, sandboxed: bool) -> Outcome {
 }
 
 fn compare(mode: &str) -> Outcome {
-    if !require_kvm() {
-        return Outcome {
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-            status: 0,
-        };
-    }
     let native = sigterm(mode, false);
     let sandboxed = sigterm(mode, true);
     assert_same(&format!("spin {mode}"), &native, &sandboxed);
@@ -117,10 +110,10 @@ fn compare(mode: &str) -> Outcome {
 /// A handler that sets a flag the loop polls: it must run.
 #[test]
 fn sigterm_reaches_a_spinning_program() {
-    let native = compare("handler");
-    if native.stdout.is_empty() {
+    if !require_kvm() {
         return;
     }
+    let native = compare("handler");
     assert_eq!(String::from_utf8_lossy(&native.stdout), "ready\ngraceful\n");
     assert_eq!(native.status, 0);
 }
@@ -128,10 +121,10 @@ fn sigterm_reaches_a_spinning_program() {
 /// No handler: SIGTERM's default action ends it, status 143.
 #[test]
 fn sigterm_ends_a_spinning_program() {
-    let native = compare("plain");
-    if native.stdout.is_empty() {
+    if !require_kvm() {
         return;
     }
+    let native = compare("plain");
     assert_eq!(native.status, 143);
 }
 
