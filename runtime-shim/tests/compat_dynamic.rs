@@ -12,29 +12,12 @@
 mod common;
 
 use common::tmp::TempDir;
-use common::{Outcome, assert_same, require_kvm, run_native, run_qrun, run_sandboxed};
+use common::{compare_programs, require_kvm, run_qrun, stderr, stdout};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// The interpreter Debian's glibc programs name.
 const GLIBC_LD: &str = "/lib64/ld-linux-x86-64.so.2";
-
-/// Runs `prog args` natively and sandboxed and asserts they agree.
-fn compare(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
-    let what = format!("{} {args:?} env {env:?}", prog.display());
-    let native = run_native(prog, args, env);
-    let sandboxed = run_sandboxed(prog, args, env);
-    assert_same(&what, &native, &sandboxed);
-    native
-}
-
-fn stdout(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stdout).into_owned()
-}
-
-fn stderr(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stderr).into_owned()
-}
 
 #[test]
 fn dyn_hello() {
@@ -42,7 +25,7 @@ fn dyn_hello() {
         return;
     }
     let prog = test_apps::path("dyn_hello");
-    let out = compare(&prog, &["one", "two words"], &[("QTEST", "dynamic")]);
+    let out = compare_programs(&prog, &["one", "two words"], &[("QTEST", "dynamic")]);
     assert_eq!(out.status, 0, "{out:?}");
     let text = stdout(&out);
     assert!(!text.contains("FAIL"), "{out:?}");
@@ -51,7 +34,7 @@ fn dyn_hello() {
         "{out:?}"
     );
     assert!(text.contains("AT_BASE set\n"), "{out:?}");
-    let out = compare(&prog, &["exit3"], &[]);
+    let out = compare_programs(&prog, &["exit3"], &[]);
     assert_eq!(out.status, 3, "{out:?}");
 }
 
@@ -61,7 +44,7 @@ fn dyn_hello_musl() {
         return;
     }
     let prog = test_apps::path("dyn_hello_musl");
-    let out = compare(&prog, &["musl"], &[("QTEST", "loader")]);
+    let out = compare_programs(&prog, &["musl"], &[("QTEST", "loader")]);
     assert_eq!(out.status, 0, "{out:?}");
     assert!(!stdout(&out).contains("FAIL"), "{out:?}");
     assert!(stdout(&out).contains("AT_BASE set\n"), "{out:?}");
@@ -74,7 +57,7 @@ fn glibc_loader_as_the_program() {
     if !require_kvm() {
         return;
     }
-    let out = compare(Path::new(GLIBC_LD), &["/bin/echo", "via", "ld.so"], &[]);
+    let out = compare_programs(Path::new(GLIBC_LD), &["/bin/echo", "via", "ld.so"], &[]);
     assert_eq!(stdout(&out), "via ld.so\n");
 }
 
@@ -83,7 +66,7 @@ fn host_echo() {
     if !require_kvm() {
         return;
     }
-    let out = compare(Path::new("/bin/echo"), &["hello", "world"], &[]);
+    let out = compare_programs(Path::new("/bin/echo"), &["hello", "world"], &[]);
     assert_eq!(stdout(&out), "hello world\n");
 }
 
@@ -92,7 +75,7 @@ fn host_env_prints_exactly_its_environment() {
     if !require_kvm() {
         return;
     }
-    let out = compare(Path::new("/usr/bin/env"), &[], &[("QTEST", "only me")]);
+    let out = compare_programs(Path::new("/usr/bin/env"), &[], &[("QTEST", "only me")]);
     assert_eq!(stdout(&out), "QTEST=only me\n");
 }
 
@@ -101,8 +84,11 @@ fn host_true_and_false() {
     if !require_kvm() {
         return;
     }
-    assert_eq!(compare(Path::new("/bin/true"), &[], &[]).status, 0);
-    assert_eq!(compare(Path::new("/bin/false"), &[], &[]).status, 1);
+    assert_eq!(compare_programs(Path::new("/bin/true"), &[], &[]).status, 0);
+    assert_eq!(
+        compare_programs(Path::new("/bin/false"), &[], &[]).status,
+        1
+    );
 }
 
 #[test]
@@ -115,7 +101,7 @@ fn host_cat() {
     let text = "line one\nline two\n".repeat(500);
     std::fs::write(&file, &text).expect("writing the test file");
     let path = file.to_str().expect("UTF-8 temp path");
-    let out = compare(Path::new("/bin/cat"), &[path, path], &[]);
+    let out = compare_programs(Path::new("/bin/cat"), &[path, path], &[]);
     assert_eq!(stdout(&out), text.repeat(2));
 }
 
@@ -136,7 +122,7 @@ fn host_ls_long_listing() {
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o750)).expect("chmod");
     std::os::unix::fs::symlink("file.txt", listed.join("link")).expect("symlink");
     let path = listed.to_str().expect("UTF-8 temp path");
-    let out = compare(Path::new("/bin/ls"), &["-la", path], &[]);
+    let out = compare_programs(Path::new("/bin/ls"), &["-la", path], &[]);
     assert_eq!(out.status, 0, "{out:?}");
     assert!(stdout(&out).contains("link -> file.txt\n"), "{out:?}");
 }

@@ -10,7 +10,9 @@
 
 mod common;
 
-use common::{Outcome, assert_same, require_kvm, run_native, run_qrun, run_sandboxed};
+use common::{
+    Outcome, assert_same, require_kvm, run_native, run_qrun, run_sandboxed, stderr, stdout,
+};
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -29,14 +31,6 @@ fn compare(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     let sandboxed = run_sandboxed(&prog, args, env);
     assert_same(&what, &native, &sandboxed);
     native
-}
-
-fn stdout(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stdout).into_owned()
-}
-
-fn stderr(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stderr).into_owned()
 }
 
 #[test]

@@ -13,22 +13,9 @@
 mod common;
 
 use common::tmp::TempDir;
-use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed};
+use common::{compare_programs, require_kvm, stdout};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-/// Runs `prog args` natively and sandboxed and asserts they agree.
-fn compare(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
-    let what = format!("{} {args:?} env {env:?}", prog.display());
-    let native = run_native(prog, args, env);
-    let sandboxed = run_sandboxed(prog, args, env);
-    assert_same(&what, &native, &sandboxed);
-    native
-}
-
-fn stdout(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stdout).into_owned()
-}
 
 fn script(dir: &TempDir, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -42,7 +29,7 @@ fn exec_chain() {
     if !require_kvm() {
         return;
     }
-    let out = compare(&test_apps::path("exec_chain"), &["start"], &[("A", "1")]);
+    let out = compare_programs(&test_apps::path("exec_chain"), &["start"], &[("A", "1")]);
     let text = stdout(&out);
     assert!(!text.contains("FAIL"), "{out:?}");
     assert_eq!(out.status, 0, "{out:?}");
@@ -57,25 +44,25 @@ fn env_execs_programs() {
         return;
     }
     let env = Path::new("/usr/bin/env");
-    let out = compare(env, &["-i", "A=1", "/bin/echo", "hi"], &[]);
+    let out = compare_programs(env, &["-i", "A=1", "/bin/echo", "hi"], &[]);
     assert_eq!(stdout(&out), "hi\n");
-    let out = compare(env, &["-i", "A=1", "B=two words", "/usr/bin/env"], &[]);
+    let out = compare_programs(env, &["-i", "A=1", "B=two words", "/usr/bin/env"], &[]);
     assert_eq!(stdout(&out), "A=1\nB=two words\n");
     // A static program from a dynamic one, and a PATH search (execvp
     // tries each directory: ENOENT, then the one that has it).
     let hello = test_apps::path("hello");
-    let out = compare(env, &[hello.to_str().expect("UTF-8")], &[]);
+    let out = compare_programs(env, &[hello.to_str().expect("UTF-8")], &[]);
     assert_eq!(out.status, 0, "{out:?}");
-    let out = compare(
+    let out = compare_programs(
         env,
         &["echo", "via", "PATH"],
         &[("PATH", "/nonexistent:/bin")],
     );
     assert_eq!(stdout(&out), "via PATH\n");
     // Errors come back to env, which reports them as usual.
-    let out = compare(env, &["/nonexistent/prog"], &[]);
+    let out = compare_programs(env, &["/nonexistent/prog"], &[]);
     assert_eq!(out.status, 127, "{out:?}");
-    let out = compare(env, &["/etc/passwd"], &[]);
+    let out = compare_programs(env, &["/etc/passwd"], &[]);
     assert_eq!(out.status, 126, "{out:?}");
 }
 
@@ -86,17 +73,17 @@ fn shell_exec_builtin() {
         return;
     }
     let sh = Path::new("/bin/sh");
-    let out = compare(sh, &["-c", "exec /bin/echo from-exec"], &[]);
+    let out = compare_programs(sh, &["-c", "exec /bin/echo from-exec"], &[]);
     assert_eq!(stdout(&out), "from-exec\n");
-    let out = compare(
+    let out = compare_programs(
         sh,
         &["-c", "exec /bin/sh -c 'exec /bin/echo nested \"$0\"' zero"],
         &[],
     );
     assert_eq!(stdout(&out), "nested zero\n");
-    let out = compare(sh, &["-c", "exec /nonexistent"], &[]);
+    let out = compare_programs(sh, &["-c", "exec /nonexistent"], &[]);
     assert_eq!(out.status, 127, "{out:?}");
-    let out = compare(
+    let out = compare_programs(
         sh,
         &[
             "-c",
@@ -124,14 +111,14 @@ fn scripts() {
     );
     let with_arg = script(&dir, "arg.sh", "#! /bin/sh -eu \necho \"arg: $0 $*\"\n");
     let env = Path::new("/usr/bin/env");
-    let out = compare(env, &[&echo, "a", "b c"], &[]);
+    let out = compare_programs(env, &[&echo, "a", "b c"], &[]);
     assert_eq!(stdout(&out), "a b c\n");
-    let out = compare(env, &[&entry, &echo, "from", "entrypoint"], &[]);
+    let out = compare_programs(env, &[&entry, &echo, "from", "entrypoint"], &[]);
     assert_eq!(stdout(&out), "entrypoint: 3\nfrom entrypoint\n");
-    let out = compare(env, &[&with_arg, "x"], &[]);
+    let out = compare_programs(env, &[&with_arg, "x"], &[]);
     assert_eq!(stdout(&out), format!("arg: {with_arg} x\n"));
     let sh = Path::new("/bin/sh");
     let cmd = format!("cd {} && exec ./echo.sh relative", dir.str());
-    let out = compare(sh, &["-c", &cmd], &[]);
+    let out = compare_programs(sh, &["-c", &cmd], &[]);
     assert_eq!(stdout(&out), "relative\n");
 }

@@ -13,7 +13,8 @@ mod common;
 
 use common::tmp::TempDir;
 use common::{
-    Outcome, assert_same, require_kvm, run_native, run_native_in, run_sandboxed, run_sandboxed_in,
+    Outcome, assert_same, compare_programs, require_kvm, run_native_in, run_sandboxed,
+    run_sandboxed_in, stderr, stdout,
 };
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -26,20 +27,9 @@ fn script(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().expect("UTF-8 path").to_owned()
 }
 
-fn stdout(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stdout).into_owned()
-}
-
-fn stderr(outcome: &Outcome) -> String {
-    String::from_utf8_lossy(&outcome.stderr).into_owned()
-}
-
 /// Runs the script `prog args` natively and sandboxed, asserts they agree.
 fn compare(prog: &str, args: &[&str]) -> Outcome {
-    let native = run_native(Path::new(prog), args, &[]);
-    let sandboxed = run_sandboxed(Path::new(prog), args, &[]);
-    assert_same(&format!("{prog} {args:?}"), &native, &sandboxed);
-    native
+    compare_programs(Path::new(prog), args, &[])
 }
 
 #[test]

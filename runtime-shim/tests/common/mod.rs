@@ -357,3 +357,23 @@ pub fn dir_names(dir: &Path) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Runs `prog args` natively and sandboxed with `env`, asserts they agree
+/// and returns the native outcome.
+pub fn compare_programs(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let what = format!("{} {args:?} env {env:?}", prog.display());
+    let native = run_native(prog, args, env);
+    let sandboxed = run_sandboxed(prog, args, env);
+    assert_same(&what, &native, &sandboxed);
+    native
+}
+
+/// An outcome's stdout as text.
+pub fn stdout(outcome: &Outcome) -> String {
+    String::from_utf8_lossy(&outcome.stdout).into_owned()
+}
+
+/// An outcome's stderr as text.
+pub fn stderr(outcome: &Outcome) -> String {
+    String::from_utf8_lossy(&outcome.stderr).into_owned()
+}
