@@ -12,78 +12,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Outcome, assert_same, require_kvm, shell_status};
+use common::ready::{kill_term, run_after_ready, spawn};
+use common::{Outcome, assert_same, require_kvm};
 
 /// Time for the program to get from "ready" into its loop.
 const SETTLE: Duration = Duration::from_millis(200);
-
-fn spawn(mut cmd: Command) -> Child {
-    cmd.env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-/// Waits for "ready", runs `between`, then collects the outcome; the
-/// program must end by `deadline` after `between` returned. Returns the
-/// outcome and how long the end took.
-fn run_until_end(
-    mut child: Child,
-    deadline: Duration,
-    between: impl FnOnce(&Child),
-) -> (Outcome, Duration) {
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    stdout.read_line(&mut first).expect("read ready");
-    assert_eq!(first, "ready\n", "the program did not get ready");
-    std::thread::sleep(SETTLE);
-    between(&child);
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            break;
-        }
-        if t0.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the spinning program did not end within {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let took = t0.elapsed();
-    let status = shell_status(child.wait().expect("wait"));
-    let mut rest = Vec::new();
-    stdout.read_to_end(&mut rest).expect("read stdout");
-    let mut stderr = Vec::new();
-    if let Some(mut e) = child.stderr.take() {
-        e.read_to_end(&mut stderr).expect("read stderr");
-    }
-    let mut all = first.into_bytes();
-    all.extend(rest);
-    (
-        Outcome {
-            stdout: all,
-            stderr,
-            status,
-        },
-        took,
-    )
-}
-
-fn kill_term(child: &Child) {
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -TERM failed");
-}
 
 fn sigterm(mode: &str, sandboxed: bool) -> Outcome {
     let cmd = if sandboxed {
@@ -95,7 +32,7 @@ fn sigterm(mode: &str, sandboxed: bool) -> Outcome {
         c.arg(mode);
         c
     };
-    let (out, took) = run_until_end(spawn(cmd), Duration::from_secs(1), kill_term);
+    let (out, took) = run_after_ready(spawn(cmd), SETTLE, Duration::from_secs(1), kill_term);
     eprintln!("spin {mode} (sandboxed: {sandboxed}): ended {took:?} after SIGTERM");
     out
 }
@@ -155,7 +92,7 @@ fn hibernate_a_spinning_program() {
         .arg("--")
         .arg(test_apps::path("spin"))
         .args(["checksum", "1500"]);
-    let (out, _) = run_until_end(spawn(cmd), Duration::from_secs(60), |_| {
+    let (out, _) = run_after_ready(spawn(cmd), SETTLE, Duration::from_secs(60), |_| {
         wait_for(&socket);
         let st = common::ctl(&socket, "hibernate").expect("hibernate a spinning program");
         assert_eq!(st["state"], "hibernated", "{st}");

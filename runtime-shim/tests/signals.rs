@@ -13,12 +13,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, shell_status};
+use common::ready::{kill_term, run_after_ready, spawn};
+use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed};
 
 #[test]
 fn signals_native_and_sandboxed() {
@@ -51,60 +51,18 @@ enum Stop<'a> {
 /// program prints "ready" just before it blocks; a signal that came before
 /// the blocking call would be handled (correctly) without any EINTR, so
 /// the test gives it time to get there first.
-fn stop_when_ready(mut child: Child, stop: Stop<'_>, between: impl FnOnce()) -> Outcome {
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    stdout.read_line(&mut first).expect("read ready");
-    assert_eq!(first, "ready\n", "the program did not get ready");
-    std::thread::sleep(SETTLE);
-    between();
-    match stop {
-        Stop::Kill => {
-            let st = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .expect("run kill");
-            assert!(st.success(), "kill -TERM failed");
+fn stop_when_ready(child: Child, stop: Stop<'_>, between: impl FnOnce()) -> Outcome {
+    let deadline = Duration::from_secs(20);
+    run_after_ready(child, SETTLE, deadline, |child| {
+        between();
+        match stop {
+            Stop::Kill => kill_term(child),
+            Stop::Ctl(socket) => {
+                common::ctl(socket, "signal 15").expect("qrun ctl signal 15");
+            }
         }
-        Stop::Ctl(socket) => {
-            common::ctl(socket, "signal 15").expect("qrun ctl signal 15");
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the program did not stop after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = shell_status(child.wait().expect("wait"));
-    let mut rest = Vec::new();
-    stdout.read_to_end(&mut rest).expect("read stdout");
-    let mut stderr = Vec::new();
-    if let Some(mut e) = child.stderr.take() {
-        e.read_to_end(&mut stderr).expect("read stderr");
-    }
-    let mut all = first.into_bytes();
-    all.extend(rest);
-    Outcome {
-        stdout: all,
-        stderr,
-        status,
-    }
-}
-
-fn spawn(mut cmd: Command) -> Child {
-    cmd.env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
+    })
+    .0
 }
 
 fn native(mode: &str) -> Outcome {

@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod http;
+pub mod ready;
 pub mod server;
 pub mod tmp;
 
