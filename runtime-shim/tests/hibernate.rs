@@ -68,11 +68,7 @@ impl Sandbox {
             .unwrap_or_else(|| panic!("hib_pattern did not start: {line:?}"))
             .trim()
             .to_owned();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "no control socket");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        common::wait_for_socket(&socket);
         Self {
             child,
             stdin,

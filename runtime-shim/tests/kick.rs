@@ -12,9 +12,8 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::ready::{kill_term, run_after_ready, spawn};
 use common::{Outcome, assert_same, require_kvm};
@@ -65,14 +64,6 @@ fn sigterm_ends_a_spinning_program() {
     assert_eq!(native.status, 143);
 }
 
-fn wait_for(socket: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Hibernate and wake a program that computes checksums over 16 MiB of
 /// its memory without a system call: the guest deflates from the kick
 /// interrupt (no blocking call to do it in), stays parked until the wake,
@@ -93,7 +84,7 @@ fn hibernate_a_spinning_program() {
         .arg(test_apps::path("spin"))
         .args(["checksum", "1500"]);
     let (out, _) = run_after_ready(spawn(cmd), SETTLE, Duration::from_secs(60), |_| {
-        wait_for(&socket);
+        common::wait_for_socket(&socket);
         let st = common::ctl(&socket, "hibernate").expect("hibernate a spinning program");
         assert_eq!(st["state"], "hibernated", "{st}");
         assert!(

@@ -15,7 +15,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::ready::{kill_term, run_after_ready, spawn};
 use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed};
@@ -143,11 +143,7 @@ fn sigterm_via_control_socket_after_hibernation() {
         .arg("read");
     let child = spawn(cmd);
     let out = stop_when_ready(child, Stop::Ctl(&socket), || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "no control socket");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        common::wait_for_socket(&socket);
         common::ctl(&socket, "hibernate").expect("hibernate");
         common::ctl(&socket, "wake").expect("wake");
     });

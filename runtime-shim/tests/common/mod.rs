@@ -378,3 +378,16 @@ pub fn stdout(outcome: &Outcome) -> String {
 pub fn stderr(outcome: &Outcome) -> String {
     String::from_utf8_lossy(&outcome.stderr).into_owned()
 }
+
+/// Waits (up to 10 s) for a sandbox's control socket to appear.
+pub fn wait_for_socket(socket: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no control socket {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
