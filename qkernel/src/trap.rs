@@ -35,6 +35,8 @@ pub fn set_platform(p: Platform) {
 
 const SIGKILL: i32 = 9;
 const SYS_RT_SIGRETURN: u64 = 15;
+const SYS_EXECVE: u64 = 59;
+const SYS_EXECVEAT: u64 = 322;
 
 fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
     log::info!(
@@ -64,7 +66,14 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
             frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
         ];
         frame.rax = syscalls::dispatch(nr, &args);
-        match crate::exec::take_fresh_entry() {
+        // Only an exec can have replaced the program (no lock taken on
+        // other syscalls' way out).
+        let fresh = if nr == SYS_EXECVE || nr == SYS_EXECVEAT {
+            crate::exec::take_fresh_entry()
+        } else {
+            None
+        };
+        match fresh {
             // `execve` replaced the program: a clean context at its entry.
             Some(entry) => {
                 *frame = crate::exec::fresh_frame(&entry);
