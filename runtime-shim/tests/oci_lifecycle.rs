@@ -7,7 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::bundle::{
-    TempDir, bundle, hello_bundle, qrun_at, qrun_detached, sleep_bundle, state, status, wait_status,
+    TempDir, hello_bundle, qrun_at, qrun_detached, sleep_bundle, sleep_bundle_with, state, status,
+    wait_status,
 };
 use common::require_kvm;
 use serde_json::Value;
@@ -308,15 +309,9 @@ fn hostname_goes_to_the_uts_namespace() {
         return;
     }
     let (b, root) = (TempDir::new("b"), TempDir::new("root"));
-    let busybox = Path::new("/bin/busybox");
-    bundle(
-        &b.0,
-        &[("/bin/busybox", busybox)],
-        &["busybox", "sleep", "30"],
-        |c| {
-            c["hostname"] = "box1".into();
-        },
-    );
+    sleep_bundle_with(&b.0, "30", |c| {
+        c["hostname"] = "box1".into();
+    });
     started(&root.0, &b.0, "n");
     let pid = state(&root.0, "n").expect("state")["pid"].to_string();
     let out = std::process::Command::new("nsenter")
@@ -335,19 +330,13 @@ fn resources_become_cgroup_limits() {
         return;
     }
     let (b, root) = (TempDir::new("b"), TempDir::new("root"));
-    let busybox = Path::new("/bin/busybox");
-    bundle(
-        &b.0,
-        &[("/bin/busybox", busybox)],
-        &["busybox", "sleep", "30"],
-        |c| {
-            c["linux"]["resources"] = serde_json::json!({
-                "memory": {"limit": 96 << 20},
-                "pids": {"limit": 50},
-                "cpu": {"quota": 50000, "period": 100000}
-            });
-        },
-    );
+    sleep_bundle_with(&b.0, "30", |c| {
+        c["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 96 << 20},
+            "pids": {"limit": 50},
+            "cpu": {"quota": 50000, "period": 100000}
+        });
+    });
     started(&root.0, &b.0, "r");
     let pid = state(&root.0, "r").expect("state")["pid"]
         .as_i64()

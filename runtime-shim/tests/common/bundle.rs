@@ -62,6 +62,11 @@ pub fn hello_bundle(dir: &Path) {
 
 /// A bundle running busybox `sleep SECS` (found through `PATH`).
 pub fn sleep_bundle(dir: &Path, secs: &str) {
+    sleep_bundle_with(dir, secs, |_| {});
+}
+
+/// [`sleep_bundle`] with `edit` applied to its config.
+pub fn sleep_bundle_with(dir: &Path, secs: &str, edit: impl FnOnce(&mut Value)) {
     let busybox = Path::new("/bin/busybox");
     assert!(
         busybox.is_file(),
@@ -71,7 +76,7 @@ pub fn sleep_bundle(dir: &Path, secs: &str) {
         dir,
         &[("/bin/busybox", busybox)],
         &["busybox", "sleep", secs],
-        |_| {},
+        edit,
     );
 }
 
