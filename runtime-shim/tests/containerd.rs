@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bundle::TempDir;
+use common::tmp::TempDir;
 use common::{qrun, require_kvm};
 
 /// containerd and ctr, or a loud skip (a failure under CI=true).

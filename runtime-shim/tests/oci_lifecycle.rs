@@ -7,10 +7,11 @@ mod common;
 use std::path::Path;
 
 use common::bundle::{
-    TempDir, hello_bundle, qrun_at, qrun_detached, sleep_bundle, sleep_bundle_with, state, status,
+    hello_bundle, qrun_at, qrun_detached, sleep_bundle, sleep_bundle_with, state, status,
     wait_status,
 };
 use common::require_kvm;
+use common::tmp::TempDir;
 use serde_json::Value;
 
 /// What must not change when an operation is refused.

@@ -136,7 +136,7 @@ fn bad_scripts_are_refused() {
 
 #[test]
 fn oci_entrypoint_script() {
-    use common::bundle::{TempDir, bundle, qrun_at};
+    use common::bundle::{bundle, qrun_at};
     if !require_kvm() {
         return;
     }

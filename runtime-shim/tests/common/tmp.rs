@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A fresh directory under the system temporary directory, removed with
 /// everything in it when dropped.
-pub struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     /// Creates `$TMPDIR/qrun-<tag>-<pid>-<n>`, with symlinks in the
