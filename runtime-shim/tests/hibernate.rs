@@ -44,12 +44,7 @@ impl Sandbox {
         let dir = scratch(name);
         let socket = dir.join("ctl.sock");
         let state_dir = state_dir.map_or_else(|| dir.join("state"), Path::to_path_buf);
-        let mut child = Command::new(common::qrun())
-            .args(["do", "--memory", "256M", "--control-socket"])
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(&state_dir)
-            .arg("--")
+        let mut child = common::qrun_do_controlled(&socket, &state_dir)
             .args(launcher)
             .arg(test_apps::path("hib_pattern"))
             .arg("64")

@@ -13,7 +13,6 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::http::{checksum, get, parse_response, start};
@@ -60,13 +59,8 @@ fn a_client_wakes_the_hibernated_server_and_gets_its_answer() {
     let dir = TempDir::new("http-hib");
     let socket = dir.join("ctl.sock");
     let state_dir = dir.join("state");
-    let mut cmd = Command::new(common::qrun());
-    cmd.args(["do", "--memory", "256M", "--control-socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(&state_dir)
-        .arg("--")
-        .arg(test_apps::path("http_server"));
+    let mut cmd = common::qrun_do_controlled(&socket, &state_dir);
+    cmd.arg(test_apps::path("http_server"));
     let (mut server, port) = start(cmd);
     let sum = format!("{:016x}", checksum(MB));
     assert_eq!(

@@ -75,14 +75,8 @@ fn hibernate_a_spinning_program() {
     }
     let dir = common::tmp::TempDir::new("kick-hib");
     let socket = dir.join("ctl.sock");
-    let mut cmd = Command::new(common::qrun());
-    cmd.args(["do", "--control-socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--")
-        .arg(test_apps::path("spin"))
-        .args(["checksum", "1500"]);
+    let mut cmd = common::qrun_do_controlled(&socket, &dir.join("state"));
+    cmd.arg(test_apps::path("spin")).args(["checksum", "1500"]);
     let (out, _) = run_after_ready(spawn(cmd), SETTLE, Duration::from_secs(60), |_| {
         common::wait_for_socket(&socket);
         let st = common::ctl(&socket, "hibernate").expect("hibernate a spinning program");

@@ -133,14 +133,8 @@ fn sigterm_via_control_socket_after_hibernation() {
     }
     let dir = common::tmp::TempDir::new("sigterm");
     let socket = dir.join("ctl.sock");
-    let mut cmd = Command::new(common::qrun());
-    cmd.args(["do", "--control-socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--")
-        .arg(test_apps::path("sig_graceful"))
-        .arg("read");
+    let mut cmd = common::qrun_do_controlled(&socket, &dir.join("state"));
+    cmd.arg(test_apps::path("sig_graceful")).arg("read");
     let child = spawn(cmd);
     let out = stop_when_ready(child, Stop::Ctl(&socket), || {
         common::wait_for_socket(&socket);

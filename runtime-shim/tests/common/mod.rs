@@ -391,3 +391,15 @@ pub fn wait_for_socket(socket: &Path) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// `qrun do --memory 256M --control-socket SOCKET --state-dir STATE --`,
+/// ready for the program and its arguments.
+pub fn qrun_do_controlled(socket: &Path, state_dir: &Path) -> Command {
+    let mut cmd = Command::new(qrun());
+    cmd.args(["do", "--memory", "256M", "--control-socket"])
+        .arg(socket)
+        .arg("--state-dir")
+        .arg(state_dir)
+        .arg("--");
+    cmd
+}
