@@ -1,7 +1,10 @@
 //! Page allocator micro-benchmark: qlib's `BitmapAllocator` against
 //! `buddy_system_allocator`'s `FrameAllocator` (plain, and behind its spin
 //! lock as `LockedFrameAllocator`, which is what a kernel would share
-//! between CPUs; `BitmapAllocator` always takes its lock).
+//! between CPUs). Ours runs two ways: `bitmap`, its shared entry points
+//! (lock per alloc and per free), and `bitmap_cached`, through one CPU's
+//! `PageCache` as the guest kernel uses it (no lock in the common case, one
+//! compare-and-swap per free; refills and flushes move whole L2 words).
 //!
 //! Workloads, single-threaded, one page at a time:
 //! - `pair`: allocate a page and free it at once, `PAIR_OPS` times;
@@ -29,7 +32,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use buddy_system_allocator::{FrameAllocator, LockedFrameAllocator};
-use qlib::bitmap_alloc::{BitmapAllocator, CHUNK_SIZE, ChunkSource, PAGE_SIZE};
+use qlib::bitmap_alloc::{BitmapAllocator, CHUNK_SIZE, ChunkSource, PAGE_SIZE, PageCache};
 
 const REPS: usize = 7;
 const PAIR_OPS: usize = 1_000_000;
@@ -100,6 +103,17 @@ trait Pages {
 struct Bitmap(BitmapAllocator<ChunkPool>);
 
 impl Pages for Bitmap {
+    fn get(&mut self) -> usize {
+        self.0.alloc().expect("pool sized for the batch")
+    }
+    fn put(&mut self, page: usize) {
+        self.0.free(page).expect("freeing a page we allocated");
+    }
+}
+
+struct Cached<'a>(PageCache<'a, ChunkPool>);
+
+impl Pages for Cached<'_> {
     fn get(&mut self) -> usize {
         self.0.alloc().expect("pool sized for the batch")
     }
@@ -185,19 +199,22 @@ fn new_locked_buddy() -> LockedFrameAllocator {
 /// Runs the benchmark; returns `(metric, value)` pairs.
 pub fn run_alloc_bench() -> Vec<(String, f64)> {
     let mut bitmap = Bitmap(BitmapAllocator::new(ChunkPool::new(POOL_CHUNKS)));
+    let cached_alloc = BitmapAllocator::new(ChunkPool::new(POOL_CHUNKS));
+    let mut cached = Cached(PageCache::new(&cached_alloc));
     let mut buddy = Buddy(new_buddy());
     let mut locked = LockedBuddy(new_locked_buddy());
     let mut pages = Vec::with_capacity(BATCH);
     let ref_page = bitmap.get();
 
     // [workload][allocator] -> samples (ns/op)
-    let names = ["bitmap", "buddy", "buddy_locked"];
+    let names = ["bitmap", "bitmap_cached", "buddy", "buddy_locked"];
     let mut pair_ns = vec![Vec::new(); names.len()];
     let mut batch_ns = vec![Vec::new(); names.len()];
     let mut ref_ns = Vec::new();
     for rep in 0..=REPS {
         let samples = [
             (pair(&mut bitmap), batch(&mut bitmap, &mut pages)),
+            (pair(&mut cached), batch(&mut cached, &mut pages)),
             (pair(&mut buddy), batch(&mut buddy, &mut pages)),
             (pair(&mut locked), batch(&mut locked, &mut pages)),
         ];

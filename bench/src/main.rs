@@ -243,17 +243,21 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
     r
 }
 
-/// The bitmap allocator against the buddy allocator, plain and locked.
+/// The bitmap allocator (shared entry points, and through a per-CPU page
+/// cache as the kernel uses it) against the buddy allocator, plain and
+/// locked.
 fn alloc_ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = Vec::new();
     for workload in ["pair", "batch"] {
-        for other in ["buddy", "buddy_locked"] {
-            r.push(Ratio::of(
-                m,
-                &format!("alloc {workload} bitmap/{other}"),
-                &format!("alloc.{workload}.bitmap.ns_per_op"),
-                &format!("alloc.{workload}.{other}.ns_per_op"),
-            ));
+        for ours in ["bitmap", "bitmap_cached"] {
+            for other in ["buddy", "buddy_locked"] {
+                r.push(Ratio::of(
+                    m,
+                    &format!("alloc {workload} {ours}/{other}"),
+                    &format!("alloc.{workload}.{ours}.ns_per_op"),
+                    &format!("alloc.{workload}.{other}.ns_per_op"),
+                ));
+            }
         }
     }
     r

@@ -1,8 +1,9 @@
 //! Memory management: address translation helpers, the user page
 //! allocator, page tables, user address spaces and user-memory access.
 //!
-//! Lock order: `process::PROCESS` before `frames::FRAMES`; the kernel heap
-//! lock is innermost (taken by any allocation).
+//! Lock order: `process::PROCESS` before `frames::CACHE` before
+//! `frames::FRAMES`; the kernel heap lock is innermost (taken by any
+//! allocation).
 
 pub mod addr_space;
 pub mod fault;

@@ -67,48 +67,54 @@ const _: () = {
 };
 
 impl ControlPage {
-    /// Zeroes the control page of `chunk` and marks pages 1..=1023 free.
+    /// Sets up the control page of `chunk`: list links 0, pages 1..=1023
+    /// free with count 0.
     ///
     /// # Safety
-    /// `chunk` is 4 MiB aligned, the allocator owns its first page
-    /// exclusively (readable and writable), and no other reference to that
-    /// page exists while this runs (the chunk is not yet published in the
-    /// ownership record, and the caller holds the allocator lock).
+    /// `chunk` is 4 MiB aligned, its first page is readable and writable
+    /// and used by the allocator alone (a fresh chunk, or one this
+    /// allocator gave back, whose retired control page a racy lock-free
+    /// call may still read), and the caller holds the allocator lock.
     pub(super) unsafe fn init<'a>(chunk: usize) -> &'a ControlPage {
-        let ptr = chunk as *mut ControlPage;
-        // SAFETY: by the caller's contract `ptr` points to at least
-        // `PAGE_SIZE >= size_of::<ControlPage>()` writable bytes, suitably
-        // aligned (4 MiB >= align_of), that nobody else accesses. All-zero
-        // bytes are a valid `ControlPage` (atomics of 0).
-        unsafe { ptr.write_bytes(0, 1) };
-        // SAFETY: just initialised above; the page stays valid while the
-        // allocator owns the chunk, which outlives the caller's use.
-        let cp = unsafe { &*ptr };
-        cp.magic.store(CONTROL_MAGIC, Relaxed);
+        // SAFETY: by the caller's contract the page is mapped and ours, and
+        // 4 MiB aligned (>= align_of). Every field is an atomic and every
+        // bit pattern is a valid atomic, so a shared reference is sound
+        // even over old contents; they are all overwritten below with
+        // atomic stores, so a racing reader of a retired page sees no data
+        // race.
+        let cp = unsafe { &*(chunk as *const ControlPage) };
+        for word in [&cp.next, &cp.prev, &cp.l1, &cp.free_pages]
+            .into_iter()
+            .chain(&cp.reserved)
+        {
+            word.store(0, Relaxed);
+        }
+        for count in &cp.refcount {
+            count.store(0, Relaxed);
+        }
         cp.l2[0].store(L2_WORD0_ALL_FREE, Relaxed);
         for w in &cp.l2[1..] {
             w.store(u64::MAX, Relaxed);
         }
         cp.l1.store(L1_ALL, Relaxed);
         cp.free_pages.store(USABLE_PAGES_PER_CHUNK as u64, Relaxed);
+        cp.magic.store(CONTROL_MAGIC, Relaxed);
         cp
     }
 
     /// The control page of `chunk`.
     ///
     /// # Safety
-    /// `chunk` is a chunk the allocator holds, whose control page was set up
-    /// by [`ControlPage::init`], and it stays held for `'a`: either the caller
-    /// holds the allocator lock for `'a`, or it holds a reader registration
-    /// (see `BitmapAllocator::readers`) and saw the chunk in the ownership
-    /// record after registering.
+    /// `chunk` was held by the allocator at some point (its control page
+    /// was set up by [`ControlPage::init`]) and its memory stays mapped for
+    /// `'a` (the `ChunkSource` contract: until the allocator is dropped).
+    /// Only the lock, or a page the caller holds in the chunk, keeps the
+    /// chunk *held*; a retired control page reads as all counts 0.
     pub(super) unsafe fn at<'a>(chunk: usize) -> &'a ControlPage {
-        // SAFETY: by the caller's contract the page is mapped, initialised
-        // and not released for 'a; every field is atomic, so shared
-        // references from several CPUs are sound.
-        let cp = unsafe { &*(chunk as *const ControlPage) };
-        debug_assert_eq!(cp.magic.load(Relaxed), CONTROL_MAGIC);
-        cp
+        // SAFETY: by the caller's contract the page is mapped and was
+        // initialised; every field is atomic, so shared references from
+        // several CPUs are sound.
+        unsafe { &*(chunk as *const ControlPage) }
     }
 
     /// Marks the chunk as no longer held (just before it goes back to the
@@ -178,6 +184,34 @@ impl ControlPage {
         Some((w * 64 + b, left as usize))
     }
 
+    /// Takes up to `max` (>= 1) free pages of the lowest L2 word that has
+    /// any, lowest first: returns the index of the word's first page, the
+    /// taken pages as bits of that word, and the chunk's free pages left;
+    /// `None` if the chunk is full. Lock held.
+    #[inline]
+    pub(super) fn take_word(&self, max: usize) -> Option<(usize, u64, usize)> {
+        let l1 = self.l1.load(Relaxed);
+        if l1 == 0 {
+            return None;
+        }
+        let w = l1.trailing_zeros() as usize;
+        let word = self.l2[w].load(Relaxed);
+        debug_assert_ne!(word, 0, "L1 bit set over an empty L2 word");
+        let mut taken = word;
+        while taken.count_ones() as usize > max {
+            // Leave the highest page.
+            taken &= !(1 << (63 - taken.leading_zeros()));
+        }
+        let rest = word & !taken;
+        self.l2[w].store(rest, Relaxed);
+        if rest == 0 {
+            self.l1.store(l1 & !(1 << w), Relaxed);
+        }
+        let left = self.free_pages.load(Relaxed) - u64::from(taken.count_ones());
+        self.free_pages.store(left, Relaxed);
+        Some((w * 64, taken, left as usize))
+    }
+
     /// Marks page `index` (1..=1023) free again and returns the chunk's free
     /// pages now. Returns `None`, changing nothing, if it already was free.
     /// Lock held.
@@ -223,10 +257,12 @@ impl ControlPage {
         }
     }
 
-    /// Checks the bitmaps and counters against each other. Lock held.
+    /// Checks the bitmaps and counters against each other; pages for which
+    /// `reserved(index)` holds sit in a page cache (in use, count 0). Lock
+    /// held.
     #[cfg(test)]
     #[inline]
-    pub(super) fn check(&self) -> Result<(), &'static str> {
+    pub(super) fn check(&self, reserved: impl Fn(usize) -> bool) -> Result<(), &'static str> {
         if self.magic.load(Relaxed) != CONTROL_MAGIC {
             return Err("bad magic");
         }
@@ -249,7 +285,12 @@ impl ControlPage {
             return Err("free_pages disagrees with the L2 popcount");
         }
         for i in 1..PAGES_PER_CHUNK {
-            if self.is_free(i) != (self.refcount[i].load(Relaxed) == 0) {
+            let count = self.refcount[i].load(Relaxed);
+            if reserved(i) {
+                if self.is_free(i) || count != 0 {
+                    return Err("a cached page is marked free or referenced");
+                }
+            } else if self.is_free(i) != (count == 0) {
                 return Err("free bit disagrees with refcount");
             }
         }

@@ -35,18 +35,33 @@
 //!
 //! # Concurrency
 //! One lock, `inner` (a spin mutex over the list, the source and the
-//! counters), taken by `alloc`, `free`, `stats`, `for_each_free_run` and by
-//! `dec_ref` when the count reaches 0. There is no other lock, so no order
-//! to respect; never call back into the allocator from the
-//! `for_each_free_run` callback (it runs under the lock). `inc_ref`,
-//! `dec_ref` and `refcount` are lock-free: they register in `readers`, check
-//! ownership, then touch the control page. A chunk goes back to the source
-//! only after its ownership bit is cleared *and* `readers` is seen at 0 (all
-//! `SeqCst`, so either the reader sees the bit cleared or the releaser sees
-//! the reader); if a reader is in flight the chunk simply stays cached. So
-//! even a racy misuse (a reference taken on a page being freed) reads only
-//! memory the allocator still holds.
+//! counters), taken by `alloc`, `free`, `stats`, `for_each_free_run`, by
+//! `dec_ref` when the count reaches 0 and by a [`PageCache`] when it
+//! refills or flushes. There is no other lock, so no order to respect;
+//! never call back into the allocator from the `for_each_free_run` callback
+//! (it runs under the lock). `inc_ref`, `dec_ref`, `refcount` and the page
+//! cache's `alloc`/`free`/`dec_ref` are lock-free: they check ownership,
+//! then touch the control page with one atomic at most. A racy misuse (a
+//! reference taken on a page whose chunk is being released) may still reach
+//! a control page after its chunk went back to the source; the
+//! [`ChunkSource`] contract keeps that memory mapped and used by this
+//! allocator only, and control pages are only ever written with atomics, so
+//! such a call reads a retired control page (all counts 0) and gets an
+//! error, never a fault or a data race.
+//!
+//! # Per-CPU page caches
+//! A [`PageCache`] (one per CPU in a kernel) keeps up to [`CACHE_PAGES`]
+//! pages reserved from the bitmaps: their bits are clear (in use) and their
+//! counts 0. It refills by taking whole L2 words (up to 64 pages) in one
+//! lock hold and flushes [`CACHE_BATCH`] pages back in one, so the common
+//! single-page `alloc` + `free` touches no lock and makes one atomic
+//! read-modify-write (the `free`'s count 1 -> 0). Reserved pages are not in
+//! [`BitmapAllocator::for_each_free_run`]: drain the caches before a
+//! reclaim. [`AllocStats`] counts them as in use.
 
+mod cache;
+#[cfg(test)]
+mod cache_tests;
 mod control;
 mod list;
 mod owned;
@@ -56,11 +71,11 @@ mod proptests;
 mod tests;
 
 use core::fmt;
-use core::sync::atomic::AtomicUsize;
-use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use spin::Mutex;
 
+pub use cache::{CACHE_BATCH, CACHE_PAGES, PageCache};
 use control::ControlPage;
 use list::ChunkList;
 use owned::OwnedChunks;
@@ -138,6 +153,12 @@ pub struct AllocStats {
 /// owns the source, so at least until the allocator is dropped). Chunks the
 /// allocator is to track must lie in its ownership window (see
 /// [`BitmapAllocator::with_window_base`]); others are given back.
+///
+/// A chunk given back with `free_chunk` may be handed out again (to the
+/// same allocator), but its memory stays mapped, readable and writable, and
+/// is used for nothing else, until the source is dropped: a racy misuse of
+/// a lock-free call may still read the retired control page (see the
+/// module's "Concurrency").
 pub unsafe trait ChunkSource {
     /// A fresh chunk, or `None` when out of memory.
     fn alloc_chunk(&mut self) -> Option<usize>;
@@ -157,25 +178,6 @@ struct Inner<S> {
 pub struct BitmapAllocator<S: ChunkSource> {
     inner: Mutex<Inner<S>>,
     owned: OwnedChunks,
-    /// Lock-free calls in flight that may touch a control page.
-    readers: AtomicUsize,
-}
-
-/// A registration in `BitmapAllocator::readers`, for the duration of one
-/// lock-free call.
-struct Reader<'a>(&'a AtomicUsize);
-
-impl<'a> Reader<'a> {
-    fn enter(readers: &'a AtomicUsize) -> Self {
-        readers.fetch_add(1, SeqCst);
-        Self(readers)
-    }
-}
-
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, SeqCst);
-    }
 }
 
 impl<S: ChunkSource> BitmapAllocator<S> {
@@ -202,7 +204,6 @@ impl<S: ChunkSource> BitmapAllocator<S> {
                 chunks: 0,
             }),
             owned: OwnedChunks::new(base),
-            readers: AtomicUsize::new(0),
         }
     }
 
@@ -260,28 +261,65 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     /// Frees `page`, whose reference count must be 1.
     #[inline]
     pub fn free(&self, page: usize) -> Result<(), AllocError> {
-        // The checks that need no lock come first.
-        let (chunk, index) = Self::split(page)?;
+        let (chunk, index) = self.claim_last_ref(page)?;
+        // We took the count to 0, so only we free the page, and its chunk
+        // (with this page still marked in use) cannot be released first.
+        self.release_page(&mut self.inner.lock(), chunk, index)
+    }
+
+    /// Moves free pages into `out` (reserving them: bit clear, count 0)
+    /// under one lock hold, whole L2 words at a time from the head chunk,
+    /// taking chunks from the source as needed. Returns how many, 0 only
+    /// when the source is out of chunks.
+    pub(super) fn reserve(&self, out: &mut [usize]) -> usize {
         let mut inner = self.inner.lock();
-        if !self.owned.contains(chunk) {
-            return Err(AllocError::NotOwned);
+        let mut n = 0;
+        while n < out.len() {
+            let chunk = match inner.list.first() {
+                Some(chunk) => chunk,
+                None => match self.grow(&mut inner) {
+                    Some(chunk) => chunk,
+                    None => break,
+                },
+            };
+            // SAFETY: chunks on the list are held and initialised, and we
+            // hold the lock.
+            let cp = unsafe { ControlPage::at(chunk) };
+            let (first, mut bits, left) = cp
+                .take_word(out.len() - n)
+                .expect("a chunk on the list has a free page");
+            if left == 0 {
+                inner.list.unlink(chunk);
+            }
+            while bits != 0 {
+                out[n] = chunk + (first + bits.trailing_zeros() as usize) * PAGE_SIZE;
+                bits &= bits - 1;
+                n += 1;
+            }
         }
-        // SAFETY: the chunk is held (just checked); we hold the lock, so it
-        // stays held while `cp` lives.
-        let cp = unsafe { ControlPage::at(chunk) };
-        // Atomic against lock-free `inc_ref`/`dec_ref`: exactly one of a
-        // racing `inc_ref` and this `free` wins.
-        match cp.refcount(index).compare_exchange(1, 0, AcqRel, Acquire) {
-            Ok(_) => self.release_page(&mut inner, chunk, index),
-            Err(0) => Err(AllocError::DoubleFree),
-            Err(_) => Err(AllocError::StillReferenced),
+        n
+    }
+
+    /// Gives reserved pages (count 0, from [`Self::reserve`] or freed into
+    /// a cache) back to the bitmaps under one lock hold. A page that is not
+    /// reserved is skipped; the first such error is returned.
+    pub(super) fn unreserve(&self, pages: &[usize]) -> Result<(), AllocError> {
+        let mut inner = self.inner.lock();
+        let mut result = Ok(());
+        for &page in pages {
+            let r = self
+                .locate(page)
+                .and_then(|(chunk, index)| self.release_page(&mut inner, chunk, index));
+            if result.is_ok() {
+                result = r;
+            }
         }
+        result
     }
 
     /// Adds a reference to an allocated page; returns the new count.
     pub fn inc_ref(&self, page: usize) -> Result<u16, AllocError> {
-        let reader = Reader::enter(&self.readers);
-        let (cp, _, index) = self.lookup(page, &reader)?;
+        let (cp, _, index) = self.lookup(page)?;
         match cp
             .refcount(index)
             .fetch_update(Relaxed, Relaxed, |c| match c {
@@ -297,15 +335,7 @@ impl<S: ChunkSource> BitmapAllocator<S> {
     /// Drops a reference; returns the remaining count. At 0 the page is
     /// freed.
     pub fn dec_ref(&self, page: usize) -> Result<u16, AllocError> {
-        let (chunk, index, left) = {
-            let reader = Reader::enter(&self.readers);
-            let (cp, chunk, index) = self.lookup(page, &reader)?;
-            let old = cp
-                .refcount(index)
-                .fetch_update(AcqRel, Acquire, |c| c.checked_sub(1))
-                .map_err(|_| AllocError::RefcountUnderflow)?;
-            (chunk, index, old - 1)
-        };
+        let (chunk, index, left) = self.drop_ref(page)?;
         if left == 0 {
             // We took the count to 0, so only we free the page, and its
             // chunk (with this page still marked in use) cannot be released
@@ -317,8 +347,7 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// The reference count of `page`: 0 if it is free.
     pub fn refcount(&self, page: usize) -> Result<u16, AllocError> {
-        let reader = Reader::enter(&self.readers);
-        let (cp, _, index) = self.lookup(page, &reader)?;
+        let (cp, _, index) = self.lookup(page)?;
         Ok(cp.refcount(index).load(Acquire))
     }
 
@@ -387,20 +416,41 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         Ok((chunk, index))
     }
 
-    /// `locate` for lock-free calls: the control page stays valid as long
-    /// as the reader registration does.
-    fn lookup<'r>(
-        &self,
-        page: usize,
-        _reader: &'r Reader<'_>,
-    ) -> Result<(&'r ControlPage, usize, usize), AllocError> {
+    /// `locate` for lock-free calls.
+    #[inline]
+    fn lookup(&self, page: usize) -> Result<(&ControlPage, usize, usize), AllocError> {
         let (chunk, index) = self.locate(page)?;
-        // SAFETY: we registered as a reader before `locate` saw the chunk in
-        // the ownership record; `try_release` withdraws a chunk from the
-        // record before checking for readers (all SeqCst), so it will see us
-        // and keep the chunk for as long as the registration lives ('r).
+        // SAFETY: the chunk is in the ownership record, so its control page
+        // was initialised; if the chunk goes back to the source meanwhile
+        // (only a racy misuse lets that happen to a page the caller
+        // references), the `ChunkSource` contract keeps its memory mapped
+        // and ours until the source, owned by `self`, is dropped.
         let cp = unsafe { ControlPage::at(chunk) };
         Ok((cp, chunk, index))
+    }
+
+    /// Drops one reference to `page` lock-free: returns its chunk, index
+    /// and the count left. The caller frees the page at 0.
+    #[inline]
+    fn drop_ref(&self, page: usize) -> Result<(usize, usize, u16), AllocError> {
+        let (cp, chunk, index) = self.lookup(page)?;
+        let old = cp
+            .refcount(index)
+            .fetch_update(AcqRel, Acquire, |c| c.checked_sub(1))
+            .map_err(|_| AllocError::RefcountUnderflow)?;
+        Ok((chunk, index, old - 1))
+    }
+
+    /// Takes count 1 -> 0 for a `free` (lock-free): exactly one of racing
+    /// `free`s and `inc_ref`s wins. Returns the chunk and index.
+    #[inline]
+    fn claim_last_ref(&self, page: usize) -> Result<(usize, usize), AllocError> {
+        let (cp, chunk, index) = self.lookup(page)?;
+        match cp.refcount(index).compare_exchange(1, 0, AcqRel, Acquire) {
+            Ok(_) => Ok((chunk, index)),
+            Err(0) => Err(AllocError::DoubleFree),
+            Err(_) => Err(AllocError::StillReferenced),
+        }
     }
 
     /// Marks page `index` of held `chunk` free (its count is already 0),
@@ -431,19 +481,14 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         Ok(())
     }
 
-    /// Gives the fully free `chunk` back to the source, unless a lock-free
-    /// call might be reading its control page (then it stays cached).
+    /// Gives the fully free `chunk` back to the source.
     #[cold]
     #[inline(never)]
     fn try_release(&self, inner: &mut Inner<S>, chunk: usize) {
         self.owned.remove(chunk);
-        if self.readers.load(SeqCst) != 0 {
-            self.owned.insert(chunk);
-            return;
-        }
         inner.list.unlink(chunk);
         // SAFETY: we still hold the chunk (it has not gone to the source
-        // yet) and the lock; no reader can reach it any more (see above).
+        // yet) and the lock.
         unsafe { ControlPage::at(chunk) }.retire();
         inner.chunks -= 1;
         inner.source.free_chunk(chunk);

@@ -16,11 +16,15 @@ use super::*;
 #[derive(Default)]
 pub(super) struct SourceLog {
     pub live: HashSet<usize>,
+    /// Chunks given back: kept mapped (the `ChunkSource` contract) and
+    /// handed out again first.
+    pub spare: Vec<usize>,
     pub allocs: usize,
     pub frees: usize,
 }
 
-/// Chunks from `std::alloc` (4 MiB aligned), at most `limit` live at once.
+/// Chunks from `std::alloc` (4 MiB aligned), at most `limit` live at once;
+/// chunks given back are reused, and unmapped only with the source.
 pub(super) struct TestSource {
     limit: usize,
     log: Arc<Mutex<SourceLog>>,
@@ -63,42 +67,49 @@ impl TestSource {
 }
 
 // SAFETY: chunks come from `std::alloc` with size and alignment CHUNK_SIZE,
-// are handed out once and freed only when given back (or when the source is
-// dropped, after the allocator that owns it).
+// are handed out only while not out already, stay mapped after they come
+// back (reused by this source only) and are freed when the source is
+// dropped, after the allocator that owns it.
 unsafe impl ChunkSource for TestSource {
     fn alloc_chunk(&mut self) -> Option<usize> {
         let mut log = self.log.lock().expect("log lock");
         if log.live.len() >= self.limit {
             return None;
         }
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc(chunk_layout()) };
-        if p.is_null() {
-            return None;
-        }
-        log.live.insert(p as usize);
+        let chunk = match log.spare.pop() {
+            Some(chunk) => chunk,
+            None => {
+                // SAFETY: the layout has a non-zero size.
+                let p = unsafe { alloc(chunk_layout()) };
+                if p.is_null() {
+                    return None;
+                }
+                p as usize
+            }
+        };
+        log.live.insert(chunk);
         log.allocs += 1;
-        Some(p as usize)
+        Some(chunk)
     }
 
     fn free_chunk(&mut self, chunk: usize) {
         let mut log = self.log.lock().expect("log lock");
         assert!(
             log.live.remove(&chunk),
-            "freed a chunk we never gave: {chunk:#x}"
+            "freed a chunk that is not out: {chunk:#x}"
         );
         log.frees += 1;
-        // SAFETY: `chunk` was allocated by `alloc_chunk` with this layout and
-        // is removed from `live`, so it is freed once.
-        unsafe { dealloc(chunk as *mut u8, chunk_layout()) };
+        log.spare.push(chunk);
     }
 }
 
 impl Drop for TestSource {
     fn drop(&mut self) {
         let mut log = self.log.lock().expect("log lock");
-        for chunk in log.live.drain() {
-            // SAFETY: allocated by `alloc_chunk`, never freed (still live).
+        let log = &mut *log;
+        for chunk in log.live.drain().chain(log.spare.drain(..)) {
+            // SAFETY: allocated by `alloc_chunk` with this layout; each
+            // chunk is in exactly one of the two sets, freed once here.
             unsafe { dealloc(chunk as *mut u8, chunk_layout()) };
         }
     }
@@ -115,6 +126,12 @@ impl<S: ChunkSource> BitmapAllocator<S> {
 
     /// Checks every structural invariant; single-threaded use only.
     pub(super) fn check_invariants(&self) -> Result<(), String> {
+        self.check_invariants_with(&[])
+    }
+
+    /// `check_invariants` with `cached` pages reserved by page caches.
+    pub(super) fn check_invariants_with(&self, cached: &[usize]) -> Result<(), String> {
+        let cached: HashSet<usize> = cached.iter().copied().collect();
         let inner = self.inner.lock();
         let mut held = Vec::new();
         self.owned.for_each(|c| held.push(c));
@@ -128,7 +145,8 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         for &c in &held {
             // SAFETY: held (ownership record) and the lock is held.
             let cp = unsafe { ControlPage::at(c) };
-            cp.check().map_err(|e| format!("chunk {c:#x}: {e}"))?;
+            cp.check(|i| cached.contains(&(c + i * PAGE_SIZE)))
+                .map_err(|e| format!("chunk {c:#x}: {e}"))?;
             let n = cp.free_pages();
             free += n;
             fully_free += usize::from(n == USABLE_PAGES_PER_CHUNK);
@@ -596,10 +614,11 @@ fn usable_from_a_static() {
     assert_eq!(STATIC_ALLOC.stats(), AllocStats::default());
 }
 
-/// Lock-free calls racing with chunks going back to the source (whose
-/// memory `std` unmaps) must never touch a released control page: a racy
-/// `refcount` of a page whose chunk is being released gets a count or
-/// `NotOwned`, never a fault.
+/// Lock-free calls racing with chunks going back to the source and coming
+/// out again (control pages retired and set up anew): a racy `refcount` of
+/// a page whose chunk is being released gets a count or `NotOwned`, and
+/// stray frees of such pages get an error, never a fault or a page handed
+/// out twice.
 #[test]
 fn lock_free_calls_race_safely_with_chunk_release() {
     use std::sync::atomic::{AtomicBool, Ordering};
