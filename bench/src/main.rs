@@ -25,7 +25,7 @@
 //! | `page_fault_warm_us` | the same on guest frames freed by the first pass: the guest's fault path without the host populating guest RAM | |
 //! | `page_touch_us` | touching every 4 KiB page of fresh memory, per page | |
 //! | `host_call_us` | `poll(fd 1, timeout 0)` (one host call) minus a null syscall, `bench_hostcall` | <= 35 µs |
-//! | `alloc.*` | qlib's bitmap page allocator against `buddy_system_allocator` ([`alloc_bench`]) | |
+//! | `alloc.*` | qlib's bitmap page allocator, direct (`bitmap`) and through a per-CPU `PageCache` as the kernel uses it (`bitmap_cached`), against `buddy_system_allocator` plain and locked ([`alloc_bench`]) | ratio `alloc pair bitmap_cached/buddy_locked` <= 0.5 |
 //! | `http_rps`, `http_p50_us`, `http_p99_us` | keep-alive `GET /` to `http_server` in `qrun do`, `wrk -t1 -c1 --latency`, 3 x 5 s ([`http`]); optional until the guest has sockets | p50 <= 150 µs |
 //! | `http_native_*` | the same server run natively, rounds interleaved | |
 //! | `http_host_calls_per_req` | (host calls of a loaded sandbox - those of one serving only `/quit`) / requests, from `qrun do --stats` | <= 4 |
@@ -245,18 +245,29 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
 
 /// The bitmap allocator (shared entry points, and through a per-CPU page
 /// cache as the kernel uses it) against the buddy allocator, plain and
-/// locked.
+/// locked. Below 1 means ours is faster.
 fn alloc_ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = Vec::new();
     for workload in ["pair", "batch"] {
         for ours in ["bitmap", "bitmap_cached"] {
             for other in ["buddy", "buddy_locked"] {
-                r.push(Ratio::of(
+                let ratio = Ratio::of(
                     m,
                     &format!("alloc {workload} {ours}/{other}"),
                     &format!("alloc.{workload}.{ours}.ns_per_op"),
                     &format!("alloc.{workload}.{other}.ns_per_op"),
-                ));
+                );
+                // Issue 3's target: single-page alloc + free at least 2x
+                // faster than the buddy crate, on the kernel's path (the
+                // page cache) against the buddy allocator as a kernel
+                // shares it between CPUs (behind its lock).
+                r.push(
+                    if (workload, ours, other) == ("pair", "bitmap_cached", "buddy_locked") {
+                        ratio.at_most(0.5)
+                    } else {
+                        ratio
+                    },
+                );
             }
         }
     }

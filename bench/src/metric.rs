@@ -63,6 +63,8 @@ pub struct Ratio {
     pub numerator: String,
     pub denominator: String,
     pub value: Option<f64>,
+    /// The most the ratio may be.
+    pub target: Option<f64>,
 }
 
 impl Ratio {
@@ -77,6 +79,23 @@ impl Ratio {
             numerator: numerator.to_owned(),
             denominator: denominator.to_owned(),
             value,
+            target: None,
+        }
+    }
+
+    /// The same ratio with a target (the most it may be).
+    pub fn at_most(mut self, target: f64) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// `PASS`, `MISS` or `n/a` against the target; empty without one.
+    pub fn status(&self) -> &'static str {
+        match (self.value, self.target) {
+            (_, None) => "",
+            (None, Some(_)) => "n/a",
+            (Some(v), Some(t)) if v <= t => "PASS",
+            (Some(_), Some(_)) => "MISS",
         }
     }
 }
@@ -160,9 +179,12 @@ pub fn table(metrics: &[Metric], ratios: &[Ratio]) -> String {
         let _ = writeln!(out, "\n{:rw$}  {:>9}", "ratio", "value");
         for r in ratios {
             let v = r.value.map_or("n/a".to_owned(), |v| format!("{}x", num(v)));
+            let target = r.target.map_or(String::new(), |t| {
+                format!("  <= {}x {}", num(t), r.status())
+            });
             let _ = writeln!(
                 out,
-                "{:rw$}  {v:>9}  ({} / {})",
+                "{:rw$}  {v:>9}  ({} / {}){target}",
                 r.name, r.numerator, r.denominator
             );
         }
@@ -208,6 +230,8 @@ pub fn json(metrics: &[Metric], ratios: &[Ratio], quick: bool, qrun: &str) -> Js
                     "value": r.value,
                     "numerator": r.numerator,
                     "denominator": r.denominator,
+                    "target_max": r.target,
+                    "status": Some(r.status()).filter(|s| !s.is_empty()),
                 }),
             )
         })
