@@ -223,12 +223,22 @@ impl ReadError {
     }
 }
 
-/// Reads a whole regular file of at most [`MAX_PROGRAM`] bytes.
+/// Reads a whole regular file of at most [`MAX_PROGRAM`] bytes that the
+/// program's user may execute (`EACCES` as from Linux's `execve`
+/// otherwise: the guest runs with the VMM's ids).
 fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
     let meta = file.metadata().map_err(ReadError::Io)?;
     if meta.is_dir() {
         return Err(ReadError::Bad("is a directory".into()));
+    }
+    // SAFETY: these getters have no preconditions and cannot fail.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if !qlib::exec_perm::may_exec(meta.mode(), (meta.uid(), meta.gid()), euid, egid) {
+        return Err(ReadError::Io(std::io::Error::from_raw_os_error(
+            libc::EACCES,
+        )));
     }
     if meta.len() > MAX_PROGRAM {
         return Err(ReadError::Bad(format!("too large ({} bytes)", meta.len())));
@@ -250,6 +260,13 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// Writes an executable file (mode 0755).
+    fn write_exec(path: &std::path::Path, bytes: &[u8]) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, bytes).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
     /// A scratch rootfs holding the host's dynamic `/bin/true` as `/true`
     /// and `interp` (if any) as its glibc interpreter.
     fn rootfs(name: &str, interp: Option<&[u8]>) -> (PathBuf, Rootfs) {
@@ -259,7 +276,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("lib64")).expect("mkdir in the temp dir");
         std::fs::copy("/bin/true", dir.join("true")).expect("copying /bin/true");
         if let Some(bytes) = interp {
-            std::fs::write(dir.join("lib64/ld-linux-x86-64.so.2"), bytes).expect("write");
+            write_exec(&dir.join("lib64/ld-linux-x86-64.so.2"), bytes);
         }
         let root = Rootfs::open(&dir).expect("opening the scratch rootfs");
         (dir, root)
@@ -305,6 +322,33 @@ mod tests {
         assert!(msg.contains("interpreter of its own"), "{msg}");
     }
 
+    #[test]
+    fn files_without_execute_permission_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let real = std::fs::read("/lib64/ld-linux-x86-64.so.2").expect("host glibc loader");
+        let (dir, root) = rootfs("noexec", Some(&real));
+        let mode = |path: &str, m: u32| {
+            std::fs::set_permissions(dir.join(path), std::fs::Permissions::from_mode(m))
+                .expect("chmod");
+        };
+        let status = |p: &str| {
+            launch_in(&root, p, &[], "/")
+                .err()
+                .map(|e| (e.exit_status(), e.to_string()))
+        };
+        mode("true", 0o644);
+        let (code, msg) = status("/true").expect("refused");
+        assert_eq!(code, 126);
+        assert!(msg.contains("Permission denied"), "{msg}");
+        // Its interpreter needs the x bit too (Linux opens it for exec).
+        mode("true", 0o755);
+        mode("lib64/ld-linux-x86-64.so.2", 0o644);
+        let (code, msg) = status("/true").expect("refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(code, 126, "{msg}");
+        assert!(msg.contains("Permission denied"), "{msg}");
+    }
+
     fn argv(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
     }
@@ -314,7 +358,7 @@ mod tests {
         let (dir, root) = rootfs("script", None);
         std::fs::create_dir_all(dir.join("bin")).expect("mkdir");
         std::fs::copy("/bin/busybox", dir.join("bin/sh")).expect("copying busybox");
-        let write = |name: &str, text: &[u8]| std::fs::write(dir.join(name), text).expect("write");
+        let write = |name: &str, text: &[u8]| write_exec(&dir.join(name), text);
         write("a", b"#! /bin/sh -eu \necho\n");
         write("b", b"#!a x\n");
         write("loop", b"#!/loop\n");

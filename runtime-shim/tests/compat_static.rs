@@ -251,6 +251,22 @@ fn text_file_is_126() {
     assert_refused(&prog, &qrun_do(&prog), 126);
 }
 
+/// A real program without execute permission: a shell says "Permission
+/// denied" and 126 (Linux's `execve` gives `EACCES`, root included).
+#[test]
+fn program_without_x_bit_is_126() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = ScratchDir::new("noexec");
+    let hello = std::fs::read(test_apps::path("hello")).expect("reading the hello test program");
+    let prog = dir.executable("hello", &hello);
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = qrun_do(&prog);
+    assert_refused(&prog, &out, 126);
+    assert!(stderr(&out).contains("Permission denied"), "{out:?}");
+}
+
 #[test]
 fn truncated_elf_is_126() {
     if !require_kvm() {

@@ -4,35 +4,16 @@
 use alloc::vec::Vec;
 
 use qlib::abi::IoVec;
+use qlib::exec_perm::may_exec;
 
 use crate::errno::Errno;
 use crate::fs::File;
 use crate::fs::host;
-use crate::fs::stat::{S_IFMT, S_IFREG, statx_mode, statx_owner, statx_size};
+use crate::fs::stat::{statx_mode, statx_owner, statx_size};
 use crate::mm::kva_to_gpa;
 
 /// Largest program or interpreter image read (as the VMM's cap).
 pub const MAX_IMAGE: u64 = 64 << 20;
-
-/// Whether the caller (uid, euid, gid, egid in `ids`) may execute a file
-/// of `mode` owned by `owner`: a regular file with the owner's, group's or
-/// others' x bit, whichever class the caller is in; root needs any x bit.
-pub fn may_exec(mode: u32, owner: (u32, u32), ids: [u32; 4]) -> bool {
-    if mode & S_IFMT != S_IFREG {
-        return false;
-    }
-    let (euid, egid) = (ids[1], ids[3]);
-    let x = if euid == 0 {
-        mode & 0o111
-    } else if euid == owner.0 {
-        mode & 0o100
-    } else if egid == owner.1 {
-        mode & 0o010
-    } else {
-        mode & 0o001
-    };
-    x != 0
-}
 
 /// Checks the caller may execute `file` and reads it whole: `EACCES` for
 /// a kernel file (none is executable), a non-regular file or a missing x
@@ -41,7 +22,7 @@ pub fn may_exec(mode: u32, owner: (u32, u32), ids: [u32; 4]) -> bool {
 pub fn read(file: &File, ids: [u32; 4]) -> Result<Vec<u8>, Errno> {
     let fd = file.host_fd().ok_or(Errno::EACCES)?;
     let sx = host::statx_fd(fd)?;
-    if !may_exec(statx_mode(&sx), statx_owner(&sx), ids) {
+    if !may_exec(statx_mode(&sx), statx_owner(&sx), ids[1], ids[3]) {
         return Err(Errno::EACCES);
     }
     let size = statx_size(&sx);
