@@ -73,6 +73,9 @@ fn serve(interrupted: bool) {
     if bits & control::SIGNAL != 0 {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
+    if bits & control::ALARM != 0 {
+        crate::itimer::fire();
+    }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us
     // before the program runs again; nothing else waits for it.

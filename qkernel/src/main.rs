@@ -27,6 +27,8 @@ mod fs;
 #[cfg(target_os = "none")]
 mod hostcall;
 #[cfg(target_os = "none")]
+mod itimer;
+#[cfg(target_os = "none")]
 mod klog;
 #[cfg(target_os = "none")]
 mod loader;

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 4;
+pub const ABI_VERSION: u64 = 5;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -33,6 +33,8 @@ pub mod control {
     pub const SIGNAL: u64 = 1 << 1;
     /// Hibernate: deflate the guest (see [`super::Call::HibernateBegin`]).
     pub const HIBERNATE: u64 = 1 << 2;
+    /// The alarm set with [`super::Call::SetAlarm`] went off.
+    pub const ALARM: u64 = 1 << 3;
 }
 
 /// A page the VMM writes and the guest polls, at
@@ -87,6 +89,11 @@ pub enum Call {
     /// A fatal boot error before the kernel could run a program:
     /// `args[1]` = GPA of the message, `args[2]` = its length.
     BootError = 10,
+    /// Arm the sandbox's one alarm for host `CLOCK_MONOTONIC` `args[0]` ns
+    /// (0 = disarm; a new deadline replaces the old one). When it goes
+    /// off the VMM posts [`control::ALARM`], waking a blocked host call or
+    /// kicking the running vCPU (the guest's `setitimer`/`alarm`).
+    SetAlarm = 11,
     /// Open a path inside the rootfs: `args[0..2]` = GPA and length of an
     /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode.
     /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
@@ -157,6 +164,7 @@ impl Call {
             8 => Self::Reclaim,
             9 => Self::Poll,
             10 => Self::BootError,
+            11 => Self::SetAlarm,
             16 => Self::Open,
             17 => Self::Close,
             18 => Self::Io,

@@ -7,6 +7,8 @@
 //! SIGUSR1: return free guest memory to the host (reclaim).
 //! SIGTERM, SIGINT, SIGHUP, SIGQUIT: forwarded to the program.
 //! SIGTSTP, SIGUSR2: hibernate; SIGCONT: wake (`crate::hibernate`).
+//! The same thread watches the guest's alarm timerfd and posts
+//! `control::ALARM` when it goes off.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -28,6 +30,9 @@ pub struct ControlChannel {
     stop_fd: OwnedFd,
     /// Kicks the vCPU when it runs guest code.
     pub kick: Kick,
+    /// The guest's alarm (`Call::SetAlarm`): a `CLOCK_MONOTONIC` timerfd
+    /// the signal thread watches.
+    alarm: OwnedFd,
 }
 
 fn eventfd() -> std::io::Result<OwnedFd> {
@@ -46,7 +51,22 @@ fn poke(fd: &OwnedFd) {
     unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
 }
 
-/// Empties an eventfd; returns whether it was signalled.
+fn alarm_timerfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: timerfd_create has no memory-safety preconditions.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Empties an eventfd (or a timerfd); returns whether it was signalled.
 pub fn drain(fd: &OwnedFd) -> bool {
     let mut buf = [0u8; 8];
     // SAFETY: reads at most 8 bytes into a valid buffer.
@@ -61,7 +81,43 @@ impl ControlChannel {
             stop: AtomicBool::new(false),
             stop_fd: eventfd()?,
             kick: Kick::default(),
+            alarm: alarm_timerfd()?,
         }))
+    }
+
+    /// Arms the alarm for host `CLOCK_MONOTONIC` `deadline_ns` (0 =
+    /// disarm). Returns 0 or `-errno`.
+    pub fn set_alarm(&self, deadline_ns: u64) -> i64 {
+        // A deadline already past still fires (timerfd: at once); 0 would
+        // disarm, so the earliest deadline is 1 ns.
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (deadline_ns / 1_000_000_000).min(i64::MAX as u64) as i64,
+                tv_nsec: (deadline_ns % 1_000_000_000) as i64,
+            },
+        };
+        // SAFETY: a valid timerfd and a valid itimerspec; the old value is
+        // not wanted.
+        let rc = unsafe {
+            libc::timerfd_settime(
+                self.alarm.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            return -i64::from(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EINVAL),
+            );
+        }
+        0
     }
 
     /// Posts `bits` to the guest and wakes a blocked host call, or kicks
@@ -182,10 +238,18 @@ pub fn signal_loop(
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: channel.alarm.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        // SAFETY: fds is a valid array of two pollfds.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } <= 0 {
+        // SAFETY: fds is a valid array of three pollfds.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } <= 0 {
             continue;
+        }
+        if fds[2].revents & libc::POLLIN != 0 && drain(&channel.alarm) {
+            channel.post(ram, control::ALARM);
         }
         if fds[0].revents & libc::POLLIN != 0 {
             // SAFETY: signalfd_siginfo is plain data; all-zero is valid.

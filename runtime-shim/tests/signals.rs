@@ -35,6 +35,31 @@ fn signals_native_and_sandboxed() {
     assert_same("signals", &native, &sandboxed);
 }
 
+/// `alarm`, `setitimer`/`getitimer` and SIGALRM (`itimer`): a handler cuts
+/// `pause` and `sleep` short, an interval timer interrupts a program that
+/// only computes (the VMM's timerfd kicks the vCPU), a blocked SIGALRM
+/// stays pending, bad input gets EINVAL/EFAULT; and with no handler the
+/// alarm kills the program (142), natively and sandboxed alike.
+#[test]
+fn alarm_and_interval_timers_native_and_sandboxed() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("itimer");
+    let native = run_native(&prog, &[], &[]);
+    let out = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(!out.contains('?') && !out.contains("wrong"), "{native:?}");
+    assert_eq!(native.status, 0, "{native:?}");
+    assert_same("itimer", &native, &run_sandboxed(&prog, &[], &[]));
+    let native = run_native(&prog, &["default"], &[]);
+    assert_eq!(native.status, 142, "{native:?}");
+    assert_same(
+        "itimer default",
+        &native,
+        &run_sandboxed(&prog, &["default"], &[]),
+    );
+}
+
 /// Time for the program to go from "ready" into its blocking call.
 const SETTLE: Duration = Duration::from_millis(300);
 

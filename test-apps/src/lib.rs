@@ -44,6 +44,8 @@ pub const ALL: &[&str] = &[
     "hib_pattern",
     "http_server",
     "ioops",
+    // alarm, setitimer, getitimer and SIGALRM.
+    "itimer",
     "malloc_stress",
     "netops",
     "reclaim_probe",

@@ -119,6 +119,14 @@ pub static ENTRIES: &[Entry] = &[
     e(33, sys_file::dup2, Full, ""),
     e(34, sys_kill::pause, Full, ""),
     e(35, sys_time::nanosleep, Full, "the vCPU sleeps in the host"),
+    e(36, sys_time::getitimer, Partial, "ITIMER_REAL only"),
+    e(37, sys_time::alarm, Full, "a host timerfd posts SIGALRM"),
+    e(
+        38,
+        sys_time::setitimer,
+        Partial,
+        "ITIMER_REAL only (VIRTUAL, PROF: EINVAL)",
+    ),
     e(39, sys_proc::getpid, Full, "pid 1"),
     e(40, sys_file::sendfile, Partial, "between host fds"),
     e(

@@ -113,3 +113,80 @@ pub fn clock_nanosleep(p: &mut Process, a: &[u64; 6]) -> SysResult {
         sleep(p, ns, a[3])
     }
 }
+
+const ITIMER_REAL: u64 = 0;
+const NS_PER_US: u64 = 1_000;
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// Reads a `struct timeval` as ns: `EINVAL` out of range.
+fn get_timeval(p: &mut Process, addr: u64) -> Result<u64, Errno> {
+    let sec = uaccess::read::<u64>(&mut p.mm, addr)? as i64;
+    let usec = uaccess::read::<u64>(&mut p.mm, addr + 8)? as i64;
+    if !(0..=i64::MAX / NS_PER_S as i64 - 1).contains(&sec) || !(0..1_000_000).contains(&usec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(sec as u64 * NS_PER_S + usec as u64 * NS_PER_US)
+}
+
+/// Writes ns as a `struct timeval`; a running timer shows at least 1 µs.
+fn put_timeval(p: &mut Process, addr: u64, ns: u64) -> Result<(), Errno> {
+    let us = if ns == 0 { 0 } else { ns.div_ceil(NS_PER_US) };
+    uaccess::write(&mut p.mm, addr, &(us / 1_000_000))?;
+    uaccess::write(&mut p.mm, addr + 8, &(us % 1_000_000))
+}
+
+/// Writes (remaining, interval) as a `struct itimerval` (interval first).
+fn put_itimerval(p: &mut Process, addr: u64, (value, interval): (u64, u64)) -> Result<(), Errno> {
+    put_timeval(p, addr, interval)?;
+    put_timeval(p, addr + 16, value)
+}
+
+/// Only `ITIMER_REAL` is kept; `ITIMER_VIRTUAL` and `ITIMER_PROF` (CPU
+/// time) get `EINVAL` rather than a timer that never fires.
+fn check_which(which: u64) -> Result<(), Errno> {
+    if which != ITIMER_REAL {
+        log::warn!("itimer {which}: only ITIMER_REAL is supported (EINVAL)");
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// `getitimer(which, curr)`.
+pub fn getitimer(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    check_which(a[0])?;
+    put_itimerval(p, a[1], crate::itimer::get())?;
+    Ok(0)
+}
+
+/// `setitimer(which, new, old)`: a null `new` disarms, as on Linux.
+pub fn setitimer(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    check_which(a[0])?;
+    let (interval, value) = if a[1] == 0 {
+        (0, 0)
+    } else {
+        (get_timeval(p, a[1])?, get_timeval(p, a[1] + 16)?)
+    };
+    if a[2] != 0 {
+        // Fault before arming, so a bad `old` changes nothing.
+        put_itimerval(p, a[2], crate::itimer::get())?;
+    }
+    let old = crate::itimer::set(value, interval);
+    if a[2] != 0 {
+        put_itimerval(p, a[2], old)?;
+    }
+    Ok(0)
+}
+
+/// `alarm(seconds)`: the seconds left of the previous alarm, rounded to
+/// the nearest and at least 1 if one was set (Linux's rounding).
+pub fn alarm(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let secs = a[0] & 0xffff_ffff; // unsigned int
+    let (old, _) = crate::itimer::set(secs * NS_PER_S, 0);
+    let (s, rest_us) = (old / NS_PER_S, (old % NS_PER_S).div_ceil(NS_PER_US));
+    let rounded = if (s == 0 && rest_us != 0) || rest_us >= 500_000 {
+        s + 1
+    } else {
+        s
+    };
+    Ok(rounded as usize)
+}
