@@ -86,7 +86,7 @@ impl ControlChannel {
     }
 
     /// Arms the alarm for host `CLOCK_MONOTONIC` `deadline_ns` (0 =
-    /// disarm). Returns 0 or `-errno`.
+    /// disarm). Returns what `timerfd_settime` returns (errno set on -1).
     pub fn set_alarm(&self, deadline_ns: u64) -> i64 {
         // A deadline already past still fires (timerfd: at once); 0 would
         // disarm, so the earliest deadline is 1 ns.
@@ -102,22 +102,14 @@ impl ControlChannel {
         };
         // SAFETY: a valid timerfd and a valid itimerspec; the old value is
         // not wanted.
-        let rc = unsafe {
+        i64::from(unsafe {
             libc::timerfd_settime(
                 self.alarm.as_raw_fd(),
                 libc::TFD_TIMER_ABSTIME,
                 &spec,
                 std::ptr::null_mut(),
             )
-        };
-        if rc < 0 {
-            return -i64::from(
-                std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EINVAL),
-            );
-        }
-        0
+        })
     }
 
     /// Posts `bits` to the guest and wakes a blocked host call, or kicks

@@ -166,10 +166,7 @@ pub fn setitimer(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         (get_timeval(p, a[1])?, get_timeval(p, a[1] + 16)?)
     };
-    if a[2] != 0 {
-        // Fault before arming, so a bad `old` changes nothing.
-        put_itimerval(p, a[2], crate::itimer::get())?;
-    }
+    // As on Linux, the timer is set even if `old` then faults.
     let old = crate::itimer::set(value, interval);
     if a[2] != 0 {
         put_itimerval(p, a[2], old)?;

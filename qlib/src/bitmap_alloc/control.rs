@@ -165,23 +165,8 @@ impl ControlPage {
     /// the chunk is full. Lock held.
     #[inline]
     pub(super) fn take_page(&self) -> Option<(usize, usize)> {
-        let l1 = self.l1.load(Relaxed);
-        if l1 == 0 {
-            return None;
-        }
-        let w = l1.trailing_zeros() as usize;
-        let word = self.l2[w].load(Relaxed);
-        debug_assert_ne!(word, 0, "L1 bit set over an empty L2 word");
-        let b = word.trailing_zeros() as usize;
-        // Clear the lowest set bit.
-        let word = word & word.wrapping_sub(1);
-        self.l2[w].store(word, Relaxed);
-        if word == 0 {
-            self.l1.store(l1 & !(1 << w), Relaxed);
-        }
-        let left = self.free_pages.load(Relaxed) - 1;
-        self.free_pages.store(left, Relaxed);
-        Some((w * 64 + b, left as usize))
+        let (first, bits, left) = self.take_word(1)?;
+        Some((first + bits.trailing_zeros() as usize, left))
     }
 
     /// Takes up to `max` (>= 1) free pages of the lowest L2 word that has
@@ -195,19 +180,20 @@ impl ControlPage {
             return None;
         }
         let w = l1.trailing_zeros() as usize;
-        let word = self.l2[w].load(Relaxed);
-        debug_assert_ne!(word, 0, "L1 bit set over an empty L2 word");
-        let mut taken = word;
-        while taken.count_ones() as usize > max {
-            // Leave the highest page.
-            taken &= !(1 << (63 - taken.leading_zeros()));
+        let mut rest = self.l2[w].load(Relaxed);
+        debug_assert_ne!(rest, 0, "L1 bit set over an empty L2 word");
+        let (mut taken, mut n) = (0u64, 0u64);
+        while rest != 0 && n < max as u64 {
+            let lowest = rest & rest.wrapping_neg();
+            taken |= lowest;
+            rest ^= lowest;
+            n += 1;
         }
-        let rest = word & !taken;
         self.l2[w].store(rest, Relaxed);
         if rest == 0 {
             self.l1.store(l1 & !(1 << w), Relaxed);
         }
-        let left = self.free_pages.load(Relaxed) - u64::from(taken.count_ones());
+        let left = self.free_pages.load(Relaxed) - n;
         self.free_pages.store(left, Relaxed);
         Some((w * 64, taken, left as usize))
     }
