@@ -57,7 +57,7 @@ mod kernel {
     use qlib::abi::{BOOT_MAGIC, BootInfo};
     use qlib::layout::{BOOT_INFO_GPA, KERNEL_BASE};
 
-    use crate::arch::{self, entry::TrapFrame, platform};
+    use crate::arch::{self, platform};
     use crate::loader::{self, Exec, LoadError};
     use crate::mm::{self, addr_space::AddrSpace, gpa_to_kva, kva_to_gpa};
     use crate::process::{self, PROCESS, Process};
@@ -155,7 +155,6 @@ mod kernel {
                 hostcall::exit(126)
             }
         };
-        let user_cr3 = mm.pt.user_cr3();
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
         // The ELF file run: the program, or a script's interpreter.
@@ -179,17 +178,12 @@ mod kernel {
             entry.rip,
             entry.rsp
         );
-        let frame = TrapFrame {
-            rip: entry.rip,
-            rsp: entry.rsp,
-            rflags: 0x202,
-            cs: u64::from(arch::cpu::USER_CS),
-            ss: u64::from(arch::cpu::USER_SS),
-            ..TrapFrame::default()
-        };
-        process::prepare_iret(&frame, user_cr3);
-        // SAFETY: the frame is a fresh user context and the trampoline frame
-        // was just prepared for it.
+        // The first entry leaves like every later return (and like an
+        // `execve`): a fresh context, `sysretq` through the return stub.
+        let mut frame = crate::exec::fresh_frame(&entry);
+        trap::prepare_return(&mut frame, true);
+        // SAFETY: the frame is a fresh user context prepared for `sysretq`
+        // and its address space is the active one.
         unsafe { arch::entry::enter_user(&frame) }
     }
 

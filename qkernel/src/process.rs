@@ -8,7 +8,6 @@ use spin::Mutex;
 
 use crate::fs::FdTable;
 
-use crate::arch::entry::{TRAMP_FRAME, TrampFrame, TrapFrame};
 use crate::mm::addr_space::AddrSpace;
 
 /// A recorded `struct sigaction` (kernel layout: handler, flags, restorer,
@@ -103,7 +102,6 @@ impl Process {
 /// kernel PGD (same kernel half as every other) and returns to user mode
 /// through its user PGD.
 pub fn activate(mm: &AddrSpace) {
-    crate::trap::set_user_cr3(mm.pt.user_cr3());
     let kernel_cr3 = mm.pt.kernel_cr3();
     // SAFETY: every kernel PGD maps the kernel half exactly as the boot
     // PGD (`PageTables::new` copies it), so the code, stack and data in
@@ -114,19 +112,3 @@ pub fn activate(mm: &AddrSpace) {
 /// Flags a user context may hold: CF PF AF ZF SF TF DF OF AC ID; IF is
 /// always set.
 pub const USER_RFLAGS: u64 = 0x0025_4dd5;
-
-/// Prepares the trampoline frame for returning to `frame` with `iretq`.
-pub fn prepare_iret(frame: &TrapFrame, user_cr3: u64) {
-    let t = TrampFrame {
-        cr3: user_cr3,
-        rax: frame.rax,
-        rip: frame.rip,
-        cs: u64::from(crate::arch::cpu::USER_CS),
-        rflags: (frame.rflags & USER_RFLAGS) | 0x202,
-        rsp: frame.rsp,
-        ss: u64::from(crate::arch::cpu::USER_SS),
-    };
-    // SAFETY: one vCPU; the trampoline frame is only read by the exit path
-    // that runs right after this.
-    unsafe { core::ptr::addr_of_mut!(TRAMP_FRAME).write(t) };
-}

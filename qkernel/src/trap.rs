@@ -7,6 +7,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use qlib::abi::KICK_VECTOR;
 
+use qlib::layout::USER_END;
+
 use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
 use crate::arch::user_return;
@@ -16,15 +18,8 @@ use crate::{hostcall, process, signal, syscalls};
 /// RFLAGS trap flag.
 const TF: u64 = 0x100;
 
-static USER_CR3: AtomicU64 = AtomicU64::new(0);
-
 /// Kick interrupts that arrived while the kernel ran (for the log).
 pub static KICKS_IN_KERNEL: AtomicU64 = AtomicU64::new(0);
-
-/// Records the user PGD to return to.
-pub fn set_user_cr3(cr3: u64) {
-    USER_CR3.store(cr3, Ordering::Relaxed);
-}
 
 static PLATFORM: spin::Once<Platform> = spin::Once::new();
 
@@ -47,14 +42,13 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
     hostcall::exit(128 + sig)
 }
 
-/// Called by the syscall entry. Returns 0 to leave with `sysretq`, 1 to
-/// leave through the trampoline (`iretq`, prepared here). Pending signals
-/// are delivered on the way out. `rt_sigreturn` restores every register,
-/// RCX and R11 included (as does a successful `execve`, which
-/// starts a new program with a clean context), so it leaves through the return stub
-/// (`user_return`) or the trampoline, never with a plain `sysretq`.
+/// Called by the syscall entry, which leaves with `sysretq` after it.
+/// Pending signals are delivered on the way out. `rt_sigreturn` restores
+/// every register, RCX and R11 included (as does a successful `execve`,
+/// which starts a new program with a clean context), so it leaves through
+/// the return stub (`user_return`), never with a plain `sysretq`.
 #[unsafe(no_mangle)]
-extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
+extern "C" fn syscall_handler(frame: &mut TrapFrame) {
     let nr = frame.rax;
     let full_restore = if nr == SYS_RT_SIGRETURN {
         crate::control::serve_pending();
@@ -86,14 +80,34 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) -> u64 {
             }
         }
     };
-    // sysretq to a RIP outside the lower half would fault in kernel mode.
-    if frame.rip < 0x0000_8000_0000_0000
-        && (!full_restore || process::with(|p| user_return::prepare(frame, &mut p.mm)))
-    {
-        return 0;
+    prepare_return(frame, full_restore);
+}
+
+/// Makes `frame` ready for the one way back to user mode, `sysretq`
+/// (`arch::entry`): with `full_restore`, RCX and R11 are restored by the
+/// return stub (`user_return`). A RIP outside the lower half (a forged
+/// `rt_sigreturn` context) cannot be returned to: as on Linux, whose
+/// `iretq` faults there, the program gets SIGSEGV; if its handler cannot
+/// be returned to either, it dies of it.
+pub fn prepare_return(frame: &mut TrapFrame, full_restore: bool) {
+    let mut full_restore = full_restore;
+    for attempt in 0..2 {
+        if frame.rip >= USER_END {
+            if attempt == 1 {
+                kill(signal::SIGSEGV as i32, frame, "return to a bad RIP", frame.rip);
+            }
+            signal::force_fault(signal::SIGSEGV, signal::Info::user(signal::SI_KERNEL, 0, 0));
+            signal::deliver(frame, None);
+            full_restore = true;
+            continue;
+        }
+        if !full_restore || process::with(|p| user_return::prepare(frame, &mut p.mm)) {
+            return;
+        }
+        // Every address space maps the return page above USER_END, where
+        // no system call reaches it: it cannot be missing.
+        kill(signal::SIGSEGV as i32, frame, "return page missing", 0);
     }
-    process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
-    1
 }
 
 /// The signal for an exception vector, its `si_code` and whether
@@ -111,12 +125,11 @@ fn fault_signal(vector: u64) -> (u32, i32, bool) {
 }
 
 /// Called by the exception stubs; `from_user` comes from the stack the
-/// exception arrived on. Back to user mode, returns 0 to leave with
-/// `sysretq` through the return stub (`arch::user_return`), 1 to leave
-/// through the trampoline (`iretq`, prepared here); ignored for a kernel
-/// exception (which panics).
+/// exception arrived on. Back to user mode, the stub leaves with `sysretq`
+/// through the return stub (`arch::user_return`); a kernel exception
+/// returns with `iretq` to the kernel (or panics).
 #[unsafe(no_mangle)]
-extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
+extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
     let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
     if !from_user {
@@ -126,13 +139,13 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
         // trapped after its next instruction, as on Linux.
         if frame.vector == 1 {
             frame.rflags &= !TF;
-            return 1;
+            return;
         }
         // A kick that lands in the kernel: the kernel looks at the control
         // page before it returns to user mode anyway (`kick_in_kernel`).
         if frame.vector == u64::from(KICK_VECTOR) {
             KICKS_IN_KERNEL.fetch_add(1, Ordering::Relaxed);
-            return 1;
+            return;
         }
         let cr2 = if frame.vector == 14 {
             platform.fault_address()
@@ -176,11 +189,5 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) -> u64 {
         signal::force_fault(sig, info);
     }
     signal::deliver(frame, None);
-    if frame.rip < 0x0000_8000_0000_0000
-        && process::with(|p| user_return::prepare(frame, &mut p.mm))
-    {
-        return 0;
-    }
-    process::prepare_iret(frame, USER_CR3.load(Ordering::Relaxed));
-    1
+    prepare_return(frame, true);
 }

@@ -23,7 +23,7 @@
 //! pages; `KERNEL_BASE` (slot 511, the top 2 GiB) maps it again for the
 //! kernel image, which is linked at `KERNEL_BASE + KERNEL_LOAD_GPA`. Every
 //! mapping has U=1 (PLATFORM.md); the user PGD maps no kernel memory but the
-//! entry trampoline. PML4 slot 256 belongs to the hypervisor.
+//! `.cpu_entry` pages (GDT/TSS, IDT, entry stacks) and the return page. PML4 slot 256 belongs to the hypervisor.
 
 /// GPA of [`crate::abi::BootInfo`].
 pub const BOOT_INFO_GPA: u64 = 0x1000;
@@ -49,8 +49,16 @@ pub const MIN_MEM: u64 = 16 << 20;
 pub const PAGE_SIZE: u64 = 4096;
 /// Size of a large page.
 pub const LARGE_PAGE_SIZE: u64 = 2 << 20;
-/// First address above user space (exclusive).
-pub const USER_END: u64 = 0x0000_7fff_ffff_f000;
+/// First address above the user space programs manage (exclusive): no
+/// `mmap`, `munmap`, `mprotect` or user copy reaches it. The page at
+/// `USER_END` is the kernel's return page (`sysretq` stub), mapped
+/// read+execute in every user address space; Linux's `TASK_SIZE` is one
+/// page higher.
+pub const USER_END: u64 = 0x0000_7fff_ffff_e000;
+/// The return page: mapped in user page tables, never in a user VMA.
+pub const USER_RETURN_VA: u64 = USER_END;
+/// First address above everything user page tables map (exclusive).
+pub const USER_PT_END: u64 = USER_RETURN_VA + PAGE_SIZE;
 
 /// PML4 slot of a virtual address.
 pub const fn pml4_slot(va: u64) -> usize {

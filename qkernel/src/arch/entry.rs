@@ -1,13 +1,15 @@
 //! Kernel entry and exit: the `syscall` entry at LSTAR, the exception stubs,
 //! and the two ways back to user mode.
 //!
-//! Both entries build a [`TrapFrame`] on the kernel stack. Back to user:
-//! - `sysretq` after a syscall (one trap; the hypervisor switches CR3 back
-//!   to the user PGD, opt-in bit 2), and after an exception too, through
-//!   the return stub of `user_return` that restores RCX and R11;
-//! - otherwise through the trampoline in `.cpu_entry.text`, a page the user
-//!   PGD maps too: `mov cr3, user_pgd` then `iretq` from a small trampoline
-//!   stack in `.cpu_entry.data` that the user PGD maps read-only.
+//! Both entries build a [`TrapFrame`] on the kernel stack. There is one way
+//! back to user mode, the first entry included: `sysretq` (one trap; the
+//! hypervisor switches CR3 back to the user PGD, opt-in bit 2, and leaves
+//! supervisor mode). A return that must restore RCX and R11 too (after an
+//! exception, `rt_sigreturn`, `execve`, the first entry) `sysretq`s to the
+//! return stub of `user_return`. There is no `iretq` to user mode: on this
+//! hypervisor `mov cr3, user_pgd` + `iretq` leaves the vCPU in supervisor
+//! mode, so the program could run privileged instructions (`mov cr3`,
+//! `out`, `hlt`) until its next syscall.
 //!
 //! One vCPU so far: the per-CPU values are plain statics.
 
@@ -42,19 +44,6 @@ pub struct TrapFrame {
     pub ss: u64,
 }
 
-/// The frame the trampoline pops: user CR3, rax, then an `iretq` frame.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TrampFrame {
-    pub cr3: u64,
-    pub rax: u64,
-    pub rip: u64,
-    pub cs: u64,
-    pub rflags: u64,
-    pub rsp: u64,
-    pub ss: u64,
-}
-
 /// Top of the current task's kernel stack, loaded at `syscall` entry.
 #[unsafe(no_mangle)]
 pub static mut KERNEL_STACK_TOP: u64 = 0;
@@ -62,37 +51,25 @@ pub static mut KERNEL_STACK_TOP: u64 = 0;
 #[unsafe(no_mangle)]
 static mut SCRATCH_USER_RSP: u64 = 0;
 
-/// The trampoline frame, at the top of the `.cpu_entry.data` page.
-#[unsafe(no_mangle)]
-#[unsafe(link_section = ".cpu_entry.data")]
-pub static mut TRAMP_FRAME: TrampFrame = TrampFrame {
-    cr3: 0,
-    rax: 0,
-    rip: 0,
-    cs: 0,
-    rflags: 0,
-    rsp: 0,
-    ss: 0,
-};
-
 unsafe extern "C" {
     /// The 32 exception stubs, in vector order.
     pub static EXCEPTION_STUBS: [u64; 32];
     /// The kick interrupt's stub (`qlib::abi::KICK_VECTOR`).
     pub fn kick_stub();
-    fn return_via_iret(frame: *const TrapFrame) -> !;
+    fn return_via_sysret(frame: *const TrapFrame) -> !;
 }
 
-/// Leaves the kernel for user mode with the registers in `frame`, through
-/// the trampoline.
+/// Leaves the kernel for user mode with the registers in `frame`, by the
+/// same `sysretq` as every return from a syscall or an exception.
 ///
 /// # Safety
-/// `frame` must hold a valid user context (user CS/SS, canonical RIP) and
-/// [`TRAMP_FRAME`] must have been prepared for it by `prepare_iret`.
+/// `frame` must hold a user context ready for `sysretq`: a lower-half RIP
+/// (`trap::prepare_return` makes it so), and the active address space must
+/// be the one `frame` belongs to. The frame is copied onto the kernel
+/// stack top, so it may live anywhere.
 pub unsafe fn enter_user(frame: &TrapFrame) -> ! {
-    // SAFETY: the caller guarantees the frame and the trampoline frame are
-    // prepared; the asm never returns.
-    unsafe { return_via_iret(frame) }
+    // SAFETY: the caller guarantees the frame; the asm never returns.
+    unsafe { return_via_sysret(frame) }
 }
 
 global_asm!(
@@ -160,12 +137,7 @@ syscall_entry:
     cld
     mov rdi, rsp
     call syscall_handler
-    test rax, rax
-    jnz 1f
     SYSRET
-1:
-    mov rdi, rsp
-    jmp return_via_iret
 
 /* An exception came from user mode iff we are on the user entry stack
    (TSS.RSP0): decided by the stack, which the program cannot forge, not by
@@ -197,12 +169,7 @@ exception_common:
     mov rdi, rsp
     mov esi, 1
     call exception_handler
-    test rax, rax
-    jnz 1f
     SYSRET
-1:
-    mov rdi, rsp
-    jmp return_via_iret
 
 exc_from_kernel:
     pop rax
@@ -215,25 +182,18 @@ exc_from_kernel:
     add rsp, 16
     iretq
 
-/* rdi = &TrapFrame; TRAMP_FRAME already holds cr3, rax and the iret frame. */
-.global return_via_iret
-return_via_iret:
-    mov rsp, rdi
-    POP_GPRS_BUT_RAX
-    /* iretq with NT set is a task return (#GP): a program can enter a
-       syscall with NT set (no SFMASK here). Clear NT and TF (rare path). */
-    pushfq
-    and dword ptr [rsp], 0xffffbeff
-    popfq
-    lea rsp, [rip + TRAMP_FRAME]
-    jmp tramp_iret
-
-.section .cpu_entry.text, "ax"
-tramp_iret:
-    pop rax
-    mov cr3, rax
-    pop rax
-    iretq
+/* rdi = &TrapFrame of a user context (the first entry): it is copied to
+   the top of the kernel stack and left with the one sysretq exit. */
+.global return_via_sysret
+return_via_sysret:
+    mov rsi, rdi
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    sub rsp, {frame_size}
+    mov rdi, rsp
+    mov ecx, {frame_size} / 8
+    cld
+    rep movsq
+    SYSRET
 
 .macro EXC_NOERR n
 exc_stub_\n:
@@ -301,7 +261,8 @@ EXCEPTION_STUBS:
     .quad exc_stub_20, exc_stub_21, exc_stub_22, exc_stub_23
     .quad exc_stub_24, exc_stub_25, exc_stub_26, exc_stub_27
     .quad exc_stub_28, exc_stub_29, exc_stub_30, exc_stub_31
-"#
+"#,
+    frame_size = const core::mem::size_of::<TrapFrame>(),
 );
 
 /// Makes the boot stack the kernel stack of the one task.

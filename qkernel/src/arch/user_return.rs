@@ -2,9 +2,9 @@
 //! `mov cr3` + `iretq`.
 //!
 //! On this hypervisor `sysretq` is one trap that also switches to the user
-//! PGD (opt-in bit 2), while the trampoline's `mov cr3` and `iretq` are two
-//! (PLATFORM.md): a user page fault measured 15.6 µs with the trampoline and
-//! 8.9 µs with `sysretq`. But `sysretq` takes RIP from RCX and RFLAGS from
+//! PGD (opt-in bit 2), while `mov cr3` and `iretq` were two (PLATFORM.md):
+//! a user page fault measured 15.6 µs with them and 8.9 µs with `sysretq`.
+//! (`iretq` is gone altogether: it left the hypervisor in supervisor mode.) But `sysretq` takes RIP from RCX and RFLAGS from
 //! R11, which the interrupted program still owns. So the kernel saves the
 //! program's RCX, R11 and RIP in the return page's slots and `sysretq`s to
 //! the stub at the top of the same page, which reloads them and jumps:
@@ -21,9 +21,9 @@
 //! program inside the stub: [`finish_stub`] then completes it in the frame. The page is one page of the kernel
 //! image, mapped read+execute at [`USER_RETURN_VA`] in the user address
 //! space (the free page between the stack top and the end of user space);
-//! it is not a user frame, so hibernation and reclaim never move it. If the
-//! program unmapped or replaced it, the PTE no longer matches and the
-//! trampoline is used. One vCPU and one thread: the slots are per CPU, and
+//! it is not a user frame, so hibernation and reclaim never move it. It
+//! lies above `USER_END`, so the program can neither unmap, replace nor
+//! write it. One vCPU and one thread: the slots are per CPU, and
 //! only the kick interrupt runs between `sysretq` and the stub's last load.
 
 use qlib::pte::NO_EXEC;
@@ -32,8 +32,9 @@ use crate::arch::entry::TrapFrame;
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::kva_to_gpa;
 
-/// Where the return page is mapped in every user address space.
-pub const USER_RETURN_VA: u64 = 0x7fff_ffff_e000;
+/// Where the return page is mapped in every user address space: above
+/// `USER_END`, out of reach of the program's `munmap`/`mprotect`/`mmap`.
+pub use qlib::layout::USER_RETURN_VA;
 
 /// Offset of the slots in the page.
 const SLOTS: usize = 0x800;
@@ -104,7 +105,8 @@ pub fn finish_stub(frame: &mut TrapFrame) {
 
 /// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11
 /// and RIP in the slots and points RIP at the stub. False (nothing changed)
-/// when `mm` no longer maps the return page: use the trampoline.
+/// when `mm` does not map the return page (the loader maps it into every
+/// address space, so this does not happen).
 pub fn prepare(frame: &mut TrapFrame, mm: &mut AddrSpace) -> bool {
     let pte = mm.pt.get(USER_RETURN_VA);
     if !pte.present() || pte.addr() != page_gpa() || pte.0 & NO_EXEC != 0 {

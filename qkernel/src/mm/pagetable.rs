@@ -7,7 +7,7 @@
 
 use alloc::boxed::Box;
 
-use qlib::layout::{BOOT_PGD_GPA, KERNEL_BASE, USER_END};
+use qlib::layout::{BOOT_PGD_GPA, KERNEL_BASE, USER_PT_END};
 use qlib::pte::{NO_EXEC, PRESENT, Pte, USER, WRITABLE, indexes};
 
 use super::{gpa_to_kva, kva_to_gpa};
@@ -53,14 +53,13 @@ pub struct PageTables {
 static ENTRY_MAP: spin::Once<u64> = spin::Once::new();
 
 unsafe extern "C" {
-    static __cpu_entry_text: u8;
     static __cpu_entry_data: u8;
     static __cpu_entry_idt: u8;
     static __cpu_entry_stack: u8;
 }
 
-/// Builds the user-PGD mapping of the `.cpu_entry` pages: the trampoline
-/// code (read, exec), the GDT/TSS/trampoline frame and IDT (read-only) and
+/// Builds the user-PGD mapping of the `.cpu_entry` pages: the GDT/TSS and
+/// IDT (read-only) and
 /// the entry stacks (read-write: the hypervisor pushes exception frames
 /// through the user PGD).
 pub fn init_entry_map() {
@@ -68,7 +67,6 @@ pub fn init_entry_map() {
         let pdpt = new_table();
         // Addresses of linker symbols, never dereferenced here.
         let pages = [
-            (&raw const __cpu_entry_text as u64, 0),
             (&raw const __cpu_entry_data as u64, NO_EXEC),
             (&raw const __cpu_entry_idt as u64, NO_EXEC),
             (&raw const __cpu_entry_stack as u64, NO_EXEC | WRITABLE),
@@ -175,7 +173,7 @@ impl PageTables {
     /// A pointer to the leaf entry for `va` (a user address), creating the
     /// intermediate tables when `create`.
     pub fn leaf(&mut self, va: u64, create: bool) -> Option<*mut u64> {
-        if va >= USER_END {
+        if va >= USER_PT_END {
             return None;
         }
         let [i4, i3, i2, i1] = indexes(va);
