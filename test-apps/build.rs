@@ -4,6 +4,8 @@
 //!   against glibc, PIE as Debian's gcc makes by default (Debian: `gcc`,
 //!   `libc6-dev`), and again with `musl-gcc` (dynamic, musl's loader) as
 //!   `NAME_musl`;
+//! - every `asm/*.S` with `gcc -nostdlib -static`: bare programs whose
+//!   first instruction is their own (no C library start-up);
 //! - the `rust-hello` crate for `x86_64-unknown-linux-musl`, by a nested
 //!   cargo with a scrubbed environment and its own target directory.
 
@@ -50,6 +52,7 @@ fn build() -> Result<(), String> {
     build_c_programs(&manifest_dir.join("c"), &bin_dir, &STATIC_MUSL)?;
     build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_GLIBC)?;
     build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_MUSL)?;
+    build_c_programs(&manifest_dir.join("asm"), &bin_dir, &BARE_ASM)?;
     build_rust_hello(&manifest_dir.join("rust-hello"), &out_dir, &bin_dir)
 }
 
@@ -65,6 +68,8 @@ struct CCompiler {
     install: &'static str,
     /// Appended to each program's name.
     suffix: &'static str,
+    /// Extension of the sources built.
+    ext: &'static str,
 }
 
 const STATIC_MUSL: CCompiler = CCompiler {
@@ -72,6 +77,7 @@ const STATIC_MUSL: CCompiler = CCompiler {
     flags: &["-static", "-O2", "-Wall", "-Wextra"],
     install: "apt-get install musl-tools",
     suffix: "",
+    ext: "c",
 };
 
 const DYNAMIC_GLIBC: CCompiler = CCompiler {
@@ -79,6 +85,17 @@ const DYNAMIC_GLIBC: CCompiler = CCompiler {
     flags: &["-O2", "-Wall", "-Wextra", "-pie", "-fPIE"],
     install: "apt-get install gcc libc6-dev",
     suffix: "",
+    ext: "c",
+};
+
+/// Bare programs in assembly: no C library, `_start` is the first
+/// instruction the program runs.
+const BARE_ASM: CCompiler = CCompiler {
+    cc: "gcc",
+    flags: &["-nostdlib", "-static", "-Wall"],
+    install: "apt-get install gcc",
+    suffix: "",
+    ext: "S",
 };
 
 const DYNAMIC_MUSL: CCompiler = CCompiler {
@@ -86,6 +103,7 @@ const DYNAMIC_MUSL: CCompiler = CCompiler {
     flags: &["-O2", "-Wall", "-Wextra", "-pie", "-fPIE"],
     install: "apt-get install musl-tools",
     suffix: "_musl",
+    ext: "c",
 };
 
 fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), String> {
@@ -96,7 +114,7 @@ fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), 
         .map(|entry| entry.map(|e| e.path()))
         .collect::<io::Result<_>>()
         .map_err(|e| format!("reading {}: {e}", c_dir.display()))?;
-    sources.retain(|p| p.extension().is_some_and(|e| e == "c"));
+    sources.retain(|p| p.extension().is_some_and(|e| e == cc.ext));
     sources.sort();
 
     for src in &sources {

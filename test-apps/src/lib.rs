@@ -3,6 +3,7 @@
 //! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2`, every
 //! `c-dyn/*.c` with the system `gcc` (dynamic, glibc, PIE) and as
 //! `NAME_musl` with `musl-gcc` (dynamic, musl's loader), and the
+//! bare `asm/*.S` programs with `gcc -nostdlib -static`, and the
 //! `rust-hello` crate for `x86_64-unknown-linux-musl`, into `$OUT_DIR/bin`.
 //! Each program prints the same bytes on every run (no pids, addresses or
 //! times), so a native run and a sandboxed run can be compared byte for
@@ -36,6 +37,16 @@ pub const ALL: &[&str] = &[
     "exec_chain",
     "exit_code",
     "fault_regs",
+    // asm/: bare programs whose very first instruction is privileged
+    // (or spins), for the first entry to user mode.
+    "first_cli",
+    "first_cr3_read",
+    "first_cr3_write",
+    "first_hlt",
+    "first_kread",
+    "first_out",
+    "first_spin",
+    "first_write",
     "flags_syscall",
     "fileops",
     "fileops_special",
