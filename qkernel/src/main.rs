@@ -39,6 +39,8 @@ mod process;
 #[cfg(target_os = "none")]
 mod random;
 #[cfg(target_os = "none")]
+mod seccomp;
+#[cfg(target_os = "none")]
 mod signal;
 #[cfg(target_os = "none")]
 mod syscalls;
@@ -120,6 +122,10 @@ mod kernel {
             hostcall::boot_error("boot data outside guest RAM");
         }
         mm::frames::init(kernel_end, boot_end);
+        if outside(info.seccomp) {
+            hostcall::boot_error("boot data outside guest RAM");
+        }
+        crate::seccomp::init(boot_slice(info.seccomp));
         mm::pagetable::init_entry_map();
         log::debug!(
             "qkernel up: {} MiB RAM, kernel image {:#x}..{:#x}",

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 5;
+pub const ABI_VERSION: u64 = 6;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -302,9 +302,12 @@ pub struct BootInfo {
     /// against `cwd`): the program, or for a `#!` script the interpreter
     /// finally run, while `execfn` stays the script. Added in ABI version 4.
     pub exe: IoVec,
+    /// The container's seccomp filter (`crate::seccomp` format), `len` 0
+    /// for none. Added in ABI version 6.
+    pub seccomp: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 304);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 320);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -13,6 +13,7 @@ pub mod exec_perm;
 pub mod io_abi;
 pub mod layout;
 pub mod pte;
+pub mod seccomp;
 pub mod shebang;
 pub mod swapfile;
 pub mod syscall_names;

@@ -4,6 +4,14 @@
 /// Number of syscall slots.
 pub const COUNT: usize = 451;
 
+/// The number of the syscall called `name`, if x86-64 has one.
+pub fn number(name: &str) -> Option<usize> {
+    if name.is_empty() {
+        return None;
+    }
+    NAMES.iter().position(|n| *n == name)
+}
+
 /// The name of syscall `nr`, if it has one.
 pub fn name(nr: usize) -> Option<&'static str> {
     NAMES.get(nr).copied().filter(|n| !n.is_empty())

@@ -31,6 +31,8 @@ pub struct Program<'a> {
     pub cwd: &'a str,
     /// The hostname.
     pub hostname: &'a str,
+    /// The seccomp filter (`qlib::seccomp` format), empty for none.
+    pub seccomp: &'a [u8],
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -137,7 +139,7 @@ pub fn write_boot_info(
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
     let exe = program.exe.as_bytes();
-    let parts: [&[u8]; 8] = [
+    let parts: [&[u8]; 9] = [
         program.image,
         program.interp,
         &argv,
@@ -146,6 +148,7 @@ pub fn write_boot_info(
         cwd,
         hostname,
         exe,
+        program.seccomp,
     ];
     let total: u64 = parts
         .iter()
@@ -175,6 +178,7 @@ pub fn write_boot_info(
     let cwd_v = place(cwd)?;
     let hostname_v = place(hostname)?;
     let exe_v = place(exe)?;
+    let seccomp_v = place(program.seccomp)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -202,6 +206,7 @@ pub fn write_boot_info(
         hostname: hostname_v,
         interp,
         exe: exe_v,
+        seccomp: seccomp_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

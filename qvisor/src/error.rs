@@ -14,6 +14,9 @@ pub enum VmmError {
     /// The requested memory size is outside what the guest supports.
     #[error("memory size {0} bytes is out of range ({1}..={2})")]
     MemorySize(u64, u64, u64),
+    /// The seccomp filter handed to the sandbox is malformed.
+    #[error(transparent)]
+    Seccomp(qlib::seccomp::FilterError),
     /// The embedded guest kernel image is unusable (a build problem).
     #[error("bad guest kernel image: {0}")]
     KernelImage(&'static str),

@@ -64,6 +64,9 @@ pub struct SandboxConfig {
     pub log_level: u64,
     /// Print measurements (reclaim) to stderr.
     pub stats: bool,
+    /// The container's seccomp filter for the program's syscalls
+    /// (`qlib::seccomp` format, checked at start); empty for none.
+    pub seccomp: Vec<u8>,
 }
 
 impl SandboxConfig {
@@ -82,6 +85,7 @@ impl SandboxConfig {
             env: Vec::new(),
             log_level: 0,
             stats: false,
+            seccomp: Vec::new(),
         }
     }
 }
@@ -106,6 +110,9 @@ impl Sandbox {
         use qlib::layout::{MAX_MEM, MIN_MEM};
         if !(MIN_MEM..=MAX_MEM).contains(&config.memory) {
             return Err(VmmError::MemorySize(config.memory, MIN_MEM, MAX_MEM));
+        }
+        if !config.seccomp.is_empty() {
+            qlib::seccomp::Filter::parse(&config.seccomp).map_err(VmmError::Seccomp)?;
         }
         let root = rootfs::Rootfs::open(&config.rootfs)
             .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
@@ -137,6 +144,7 @@ impl Sandbox {
             exe: &launch.exe,
             cwd: &config.cwd,
             hostname: &config.hostname,
+            seccomp: &config.seccomp,
         };
         boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
 

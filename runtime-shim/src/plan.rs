@@ -33,6 +33,10 @@ pub struct Plan {
     pub cgroups_path: Option<String>,
     /// Capabilities the VMM keeps (`CAP_*` names).
     pub capabilities: Vec<String>,
+    /// `linux.seccomp` compiled for the guest kernel (`qlib::seccomp`
+    /// format); empty for none.
+    #[serde(default)]
+    pub seccomp: Vec<u8>,
     pub annotations: BTreeMap<String, String>,
 }
 

@@ -165,11 +165,6 @@ impl PageTables {
         self.pgd
     }
 
-    /// CR3 value of the user PGD.
-    pub fn user_cr3(&self) -> u64 {
-        self.pgd + 4096
-    }
-
     /// A pointer to the leaf entry for `va` (a user address), creating the
     /// intermediate tables when `create`.
     pub fn leaf(&mut self, va: u64, create: bool) -> Option<*mut u64> {

@@ -310,6 +310,8 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     crate::control::serve_pending();
     let result = if crate::signal::interrupts() {
         Err(Errno::ERESTARTNOINTR)
+    } else if let Some(denied) = crate::seccomp::check(nr, args) {
+        denied
     } else {
         run(nr, args)
     };

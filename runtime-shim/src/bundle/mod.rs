@@ -7,9 +7,11 @@
 //! `linux.namespaces` apply; `linux.resources` gives the cgroup limits and
 //! the memory limit sizes guest RAM; bind and tmpfs mounts are made in
 //! the sandbox's private view of the rootfs (proc, sysfs, devpts, mqueue
-//! and anything under /proc, /sys or /dev are the guest kernel's own).
+//! and anything under /proc, /sys or /dev are the guest kernel's own);
+//! `linux.seccomp` is compiled for the guest kernel (`seccomp`).
 
 pub mod resolve;
+mod seccomp;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,6 +141,10 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
             .and_then(|l| l.cgroups_path().as_ref())
             .map(|p| p.to_string_lossy().into_owned()),
         capabilities: vmm_capabilities(spec),
+        seccomp: match linux.and_then(|l| l.seccomp().as_ref()) {
+            Some(s) => seccomp::compile(s)?,
+            None => Vec::new(),
+        },
         annotations: spec
             .annotations()
             .clone()

@@ -19,7 +19,16 @@ pub fn run(args: &[String]) -> Result<i32, CliError> {
             "namespaces": ["mount", "pid", "network", "ipc", "uts", "cgroup"],
             "capabilities": [],
             "cgroup": {"v1": true, "v2": true, "systemd": false, "systemdUser": false},
-            "seccomp": {"enabled": false},
+            // Applied by the guest kernel to the program's syscalls.
+            "seccomp": {
+                "enabled": true,
+                "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",
+                            "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG",
+                            "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
+                "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE",
+                              "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
+                "archs": ["SCMP_ARCH_X86_64"],
+            },
             "apparmor": {"enabled": false},
             "selinux": {"enabled": false},
         },

@@ -139,6 +139,7 @@ fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
     config.control_socket = Some(state.join("ctl.sock"));
     config.state_dir = Some(state.to_owned());
     config.log_level = if debug { 4 } else { 0 };
+    config.seccomp = plan.seccomp.clone();
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {
