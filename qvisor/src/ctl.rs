@@ -154,14 +154,11 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
 }
 
 /// Reads one request from `stream`, answers it with `handle` and closes.
+/// Needs no fd but the connection's.
 fn serve_one(stream: UnixStream, handle: &mut dyn FnMut(Request) -> Result<Status, String>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
-    let reader = match stream.try_clone() {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    let result = match BufReader::new(reader.take(MAX_REQUEST)).read_line(&mut line) {
+    let result = match BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line) {
         Ok(_) => Request::parse(&line).and_then(|r| {
             log::info!("control request: {}", r.encode());
             handle(r)
@@ -198,9 +195,20 @@ pub(crate) fn serve(
         log::warn!("control socket: {e}");
     }
     while channel.wait_readable(listener.as_raw_fd()) {
-        if let Ok((stream, _)) = listener.accept() {
-            let _ = stream.set_nonblocking(false);
-            serve_one(stream, handle);
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                serve_one(stream, handle);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                // No fd for the connection (the guest's fds are kept
+                // below a reserve, so only something else could take
+                // them): the request waits in the backlog; retry soon
+                // rather than spin on a listener that stays readable.
+                log::warn!("control socket: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
     let _ = std::fs::remove_file(path);

@@ -36,6 +36,8 @@ pub const ALL: &[&str] = &[
     "exec_chain",
     "exit_code",
     "fault_regs",
+    // Holds every fd it may open (files, sockets, pipes), then serves stdin.
+    "fd_hog",
     "flags_syscall",
     "fileops",
     "fileops_special",
