@@ -115,6 +115,10 @@ pub enum CtlError {
         #[source]
         source: std::io::Error,
     },
+    /// The sandbox closed the connection without answering (it ended, or
+    /// was killed, while serving the request).
+    #[error("control socket {0}: the sandbox closed the connection without an answer (did it exit?)")]
+    Closed(String),
     /// The sandbox answered with something that is not a response.
     #[error("control socket {0}: malformed response")]
     Malformed(String),
@@ -137,9 +141,16 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
         .write_all(format!("{}\n", request.encode()).as_bytes())
         .map_err(io)?;
     let mut line = String::new();
-    BufReader::new(stream.take(64 * 1024))
-        .read_line(&mut line)
-        .map_err(io)?;
+    let read = BufReader::new(stream.take(64 * 1024)).read_line(&mut line);
+    if let Err(e) = read {
+        if e.kind() != std::io::ErrorKind::ConnectionReset {
+            return Err(io(e));
+        }
+        line.clear();
+    }
+    if line.is_empty() {
+        return Err(CtlError::Closed(path.display().to_string()));
+    }
     let response: Response =
         serde_json::from_str(&line).map_err(|_| CtlError::Malformed(path.display().to_string()))?;
     match response {
