@@ -117,7 +117,9 @@ pub enum CtlError {
     },
     /// The sandbox closed the connection without answering (it ended, or
     /// was killed, while serving the request).
-    #[error("control socket {0}: the sandbox closed the connection without an answer (did it exit?)")]
+    #[error(
+        "control socket {0}: the sandbox closed the connection without an answer (did it exit?)"
+    )]
     Closed(String),
     /// The sandbox answered with something that is not a response.
     #[error("control socket {0}: malformed response")]

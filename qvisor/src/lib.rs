@@ -228,8 +228,7 @@ fn start_threads<'scope, 'env>(
     };
     // Made here, before the guest runs, so that a guest holding every fd
     // it may open cannot keep the signal thread from starting.
-    let sfd = control::signal_fd(&sigset)
-        .map_err(|e| VmmError::Vcpu(format!("signalfd: {e}")))?;
+    let sfd = control::signal_fd(&sigset).map_err(|e| VmmError::Vcpu(format!("signalfd: {e}")))?;
     spawn(
         "signals",
         Box::new(move || control::signal_loop(channel, ram, hib, sfd)),

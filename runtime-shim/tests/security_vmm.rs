@@ -328,7 +328,12 @@ impl Container {
     fn start(mib: &str) -> Self {
         let (b, root) = (TempDir::new("vmm-kill-b"), TempDir::new("vmm-kill-root"));
         let hp = test_apps::path("hib_pattern");
-        bundle(&b.0, &[("/hib_pattern", &hp)], &["/hib_pattern", mib], |_| {});
+        bundle(
+            &b.0,
+            &[("/hib_pattern", &hp)],
+            &["/hib_pattern", mib],
+            |_| {},
+        );
         let out = b.join("stdout");
         let mut creator = Command::new(common::qrun())
             .arg("--root")
@@ -447,7 +452,10 @@ fn sigkill_during_hibernation_and_wake_leaves_state_and_delete_working() {
     assert!(sum.starts_with("ok "), "{sum}");
     c.ok(&["kill", "k", "SIGSTOP"]);
     let reap = c.state_dir().join("reap.qreap");
-    assert!(wait_file(&reap, 100 << 20), "the working set went to the REAP file");
+    assert!(
+        wait_file(&reap, 100 << 20),
+        "the working set went to the REAP file"
+    );
     let root = c.root.0.clone();
     let cont = std::thread::spawn(move || qrun_within(&root, &["kill", "k", "SIGCONT"], DEADLINE));
     std::thread::sleep(Duration::from_millis(15));
