@@ -202,22 +202,21 @@ pub fn block_signals() -> libc::sigset_t {
     }
 }
 
-/// The signal thread: waits on a signalfd for the control signals and the
-/// stop eventfd.
-pub fn signal_loop(
-    channel: &ControlChannel,
-    ram: &GuestRam,
-    hib: &Hibernation,
-    set: libc::sigset_t,
-) {
+/// A signalfd for the control signals `set` (blocked by
+/// [`block_signals`]).
+pub fn signal_fd(set: &libc::sigset_t) -> std::io::Result<OwnedFd> {
     // SAFETY: set is a valid signal set; -1 asks for a new signalfd.
-    let sfd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    let sfd = unsafe { libc::signalfd(-1, set, libc::SFD_CLOEXEC) };
     if sfd < 0 {
-        log::warn!("signalfd failed: control signals are ignored");
-        return;
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: sfd is a fresh descriptor we own.
-    let sfd = unsafe { OwnedFd::from_raw_fd(sfd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(sfd) })
+}
+
+/// The signal thread: waits on the signalfd `sfd` (from [`signal_fd`]) for
+/// the control signals, on the alarm timerfd and on the stop eventfd.
+pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation, sfd: OwnedFd) {
     while !channel.stop.load(Ordering::SeqCst) {
         let mut fds = [
             libc::pollfd {

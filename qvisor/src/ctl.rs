@@ -115,6 +115,12 @@ pub enum CtlError {
         #[source]
         source: std::io::Error,
     },
+    /// The sandbox closed the connection without answering (it ended, or
+    /// was killed, while serving the request).
+    #[error(
+        "control socket {0}: the sandbox closed the connection without an answer (did it exit?)"
+    )]
+    Closed(String),
     /// The sandbox answered with something that is not a response.
     #[error("control socket {0}: malformed response")]
     Malformed(String),
@@ -137,9 +143,16 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
         .write_all(format!("{}\n", request.encode()).as_bytes())
         .map_err(io)?;
     let mut line = String::new();
-    BufReader::new(stream.take(64 * 1024))
-        .read_line(&mut line)
-        .map_err(io)?;
+    let read = BufReader::new(stream.take(64 * 1024)).read_line(&mut line);
+    if let Err(e) = read {
+        if e.kind() != std::io::ErrorKind::ConnectionReset {
+            return Err(io(e));
+        }
+        line.clear();
+    }
+    if line.is_empty() {
+        return Err(CtlError::Closed(path.display().to_string()));
+    }
     let response: Response =
         serde_json::from_str(&line).map_err(|_| CtlError::Malformed(path.display().to_string()))?;
     match response {
@@ -154,14 +167,11 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
 }
 
 /// Reads one request from `stream`, answers it with `handle` and closes.
+/// Needs no fd but the connection's.
 fn serve_one(stream: UnixStream, handle: &mut dyn FnMut(Request) -> Result<Status, String>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let mut line = String::new();
-    let reader = match stream.try_clone() {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    let result = match BufReader::new(reader.take(MAX_REQUEST)).read_line(&mut line) {
+    let result = match BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line) {
         Ok(_) => Request::parse(&line).and_then(|r| {
             log::info!("control request: {}", r.encode());
             handle(r)
@@ -198,9 +208,20 @@ pub(crate) fn serve(
         log::warn!("control socket: {e}");
     }
     while channel.wait_readable(listener.as_raw_fd()) {
-        if let Ok((stream, _)) = listener.accept() {
-            let _ = stream.set_nonblocking(false);
-            serve_one(stream, handle);
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                serve_one(stream, handle);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                // No fd for the connection (the guest's fds are kept
+                // below a reserve, so only something else could take
+                // them): the request waits in the backlog; retry soon
+                // rather than spin on a listener that stays readable.
+                log::warn!("control socket: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
     let _ = std::fs::remove_file(path);

@@ -80,6 +80,9 @@ pub enum VmmError {
     /// guest's memory cannot be restored.
     #[error("hibernation: {0}")]
     Hibernation(String),
+    /// A thread of the VMM could not be started (a pids limit too small).
+    #[error("cannot start the VMM's {0} thread: {1}")]
+    Thread(&'static str, #[source] std::io::Error),
     /// The vCPU stopped in a way the VMM cannot continue from.
     #[error("vCPU failed: {0}")]
     Vcpu(String),

@@ -23,7 +23,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The signal that kicks a vCPU thread out of `KVM_RUN`.
 pub fn kick_signal() -> i32 {
@@ -75,6 +75,15 @@ struct Target {
 // from any thread), under the mutex, while the vCPU is attached.
 unsafe impl Send for Target {}
 
+/// What [`retry_loop`] has to do.
+#[derive(Default)]
+struct Later {
+    /// A kick found the guest kernel running: kick again shortly.
+    retry: bool,
+    /// Make a [`Kick::request`] then (a hibernate request's grace period).
+    request_at: Option<Instant>,
+}
+
 /// Kick state of one vCPU, shared by the vCPU thread and the posters.
 #[derive(Default)]
 pub struct Kick {
@@ -85,8 +94,8 @@ pub struct Kick {
     /// The vCPU while it runs: `detach` takes it under the lock, so no
     /// kick touches a vCPU (or thread) that is gone.
     target: Mutex<Option<Target>>,
-    /// A kick found the guest kernel running: kick again shortly.
-    retry: Mutex<bool>,
+    /// Kicks [`retry_loop`] owes.
+    retry: Mutex<Later>,
     retry_cv: Condvar,
     /// Kicks sent (signals), for the stats.
     pub sent: AtomicU64,
@@ -153,7 +162,17 @@ impl Kick {
 
     /// Asks [`retry_loop`] to kick the vCPU again after [`RETRY`].
     pub fn retry_later(&self) {
-        *self.retry.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.retry.lock().unwrap_or_else(|e| e.into_inner()).retry = true;
+        self.retry_cv.notify_one();
+    }
+
+    /// Asks [`retry_loop`] to make a [`Kick::request`] after `delay` (the
+    /// earliest of several such asks wins).
+    pub fn request_after(&self, delay: Duration) {
+        let at = Instant::now() + delay;
+        let mut later = self.retry.lock().unwrap_or_else(|e| e.into_inner());
+        later.request_at = Some(later.request_at.map_or(at, |t| t.min(at)));
+        drop(later);
         self.retry_cv.notify_one();
     }
 }
@@ -162,23 +181,38 @@ impl Kick {
 const RETRY: Duration = Duration::from_micros(200);
 
 /// The retry thread (one per sandbox): kicks again, without posting
-/// anything, when the vCPU loop asks; ends when the channel shuts down
+/// anything, when the vCPU loop asks, and makes the delayed requests of
+/// [`Kick::request_after`]; ends when the channel shuts down
 /// (`ControlChannel::shutdown` wakes it). Idle, it sleeps on a condvar.
 /// (A POSIX timer aimed at the vCPU thread would do, but `timer_create`
 /// is refused under containerd's shim here: EPERM.)
 pub fn retry_loop(channel: &crate::control::ControlChannel) {
     let kick = &channel.kick;
-    let mut retry = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
+    let mut later = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
     while !channel.stopping() {
-        if !*retry {
-            retry = kick.retry_cv.wait(retry).unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if later.request_at.is_some_and(|t| t <= now) {
+            later.request_at = None;
+            drop(later);
+            kick.request();
+        } else if later.retry {
+            later.retry = false;
+            drop(later);
+            std::thread::sleep(RETRY);
+            kick.signal();
+        } else {
+            later = match later.request_at {
+                Some(t) => {
+                    kick.retry_cv
+                        .wait_timeout(later, t - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => kick.retry_cv.wait(later).unwrap_or_else(|e| e.into_inner()),
+            };
             continue;
         }
-        *retry = false;
-        drop(retry);
-        std::thread::sleep(RETRY);
-        kick.signal();
-        retry = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
+        later = kick.retry.lock().unwrap_or_else(|e| e.into_inner());
     }
 }
 

@@ -185,28 +185,20 @@ impl Sandbox {
             None => None,
         };
         let status = std::thread::scope(|s| {
-            s.spawn(|| control::signal_loop(&channel, &ram, &hib, sigset));
-            s.spawn(|| kick::retry_loop(&channel));
-            if std::env::var_os("QVISOR_KICK_STORM").is_some() {
-                let channel = &channel;
-                s.spawn(move || kick::storm(channel));
-            }
-            if let (Some(listener), Some(path)) = (&listener, &config.control_socket) {
-                let channel = &channel;
-                let ram = &ram;
-                let hib = &hib;
-                s.spawn(move || {
-                    ctl::serve(listener, path, channel, &mut |req| {
-                        control_request(channel, ram, hib, req)
-                    })
-                });
-            }
-            let result = s
-                .spawn(|| vcpu::run(&mut vcpu, &mut calls, &channel.kick))
-                .join()
-                .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()));
+            let started = start_threads(s, &channel, &ram, &hib, sigset, &listener, config);
+            // The vCPU runs on this thread: one host task fewer under the
+            // container's pids limit (`HOST_THREADS`).
+            let result = started.and_then(|()| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    vcpu::run(&mut vcpu, &mut calls, &channel.kick)
+                }))
+                .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()))?
+            });
+            // Nothing moves the guest any more: requests waiting for it
+            // get an answer, and every thread ends.
+            hib.close();
             channel.shutdown();
-            result?
+            result
         })?;
         Ok(RunReport {
             status,
@@ -214,6 +206,56 @@ impl Sandbox {
             reclaimed: calls.reclaimed,
         })
     }
+}
+
+/// Host threads (tasks) of one sandbox process at most: this one (the
+/// vCPU), the signal, kick-retry and control-socket threads, and the REAP
+/// read-back helper while a wake runs (`hibernate::reap`; a wake goes on
+/// without it if it cannot start). The OCI runtime adds them to the
+/// container's pids limit.
+pub const HOST_THREADS: u32 = 5;
+
+/// Starts the sandbox's service threads in `s`. An error (no thread can be
+/// started: a pids limit) leaves the started ones to end when the channel
+/// shuts down.
+fn start_threads<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    channel: &'env ControlChannel,
+    ram: &'env GuestRam,
+    hib: &'env Hibernation,
+    sigset: libc::sigset_t,
+    listener: &'env Option<std::os::unix::net::UnixListener>,
+    config: &'env SandboxConfig,
+) -> Result<(), VmmError> {
+    let spawn = |name: &'static str, f: Box<dyn FnOnce() + Send + 'env>| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(s, f)
+            .map(drop)
+            .map_err(|e| VmmError::Thread(name, e))
+    };
+    // Made here, before the guest runs, so that a guest holding every fd
+    // it may open cannot keep the signal thread from starting.
+    let sfd = control::signal_fd(&sigset).map_err(|e| VmmError::Vcpu(format!("signalfd: {e}")))?;
+    spawn(
+        "signals",
+        Box::new(move || control::signal_loop(channel, ram, hib, sfd)),
+    )?;
+    spawn("kick-retry", Box::new(move || kick::retry_loop(channel)))?;
+    if std::env::var_os("QVISOR_KICK_STORM").is_some() {
+        spawn("kick-storm", Box::new(move || kick::storm(channel)))?;
+    }
+    if let (Some(listener), Some(path)) = (listener, &config.control_socket) {
+        spawn(
+            "control",
+            Box::new(move || {
+                ctl::serve(listener, path, channel, &mut |req| {
+                    control_request(channel, ram, hib, req)
+                })
+            }),
+        )?;
+    }
+    Ok(())
 }
 
 /// Answers one control-socket request.

@@ -8,6 +8,11 @@
 //! | cpu quota | `cpu.cfs_period_us`, `cpu.cfs_quota_us` | `cpu.max` |
 //! | cpu shares | `cpu.shares` | `cpu.weight` (converted) |
 //! | pids | `pids.max` | `pids.max` |
+//!
+//! The pids limit counts the guest's processes; the VMM's own threads
+//! ([`qvisor::HOST_THREADS`]) are host tasks in the cgroup too, so they are
+//! added to it (as the memory limit gets the VMM's share added in
+//! `bundle`): a container with `pids.limit` 1 still starts.
 //! | pause | `freezer.state` | `cgroup.freeze` |
 
 use std::path::{Path, PathBuf};
@@ -141,7 +146,7 @@ impl Cgroups {
                 }
                 "pids" => {
                     if let Some(l) = res.pids_limit {
-                        write(&leaf, "pids.max", &l.to_string())?;
+                        write(&leaf, "pids.max", &pids_max(l))?;
                     }
                 }
                 _ => {}
@@ -262,9 +267,17 @@ fn apply_v2(leaf: &Path, res: &Resources) -> Result<(), CgroupError> {
         write(leaf, "cpu.weight", &weight.to_string())?;
     }
     if let Some(l) = res.pids_limit {
-        write(leaf, "pids.max", &l.to_string())?;
+        write(leaf, "pids.max", &pids_max(l))?;
     }
     Ok(())
+}
+
+/// `pids.max` for a container whose `pids.limit` is `limit` (> 0): the
+/// limit plus the sandbox process's own threads.
+fn pids_max(limit: i64) -> String {
+    limit
+        .saturating_add(i64::from(qvisor::HOST_THREADS))
+        .to_string()
 }
 
 /// Removes cgroup directories (deepest first), retrying while the kernel
@@ -311,5 +324,12 @@ mod tests {
             Some("qrun/c")
         );
         assert!(relative_path(Some("/a/../b"), "c").is_err());
+    }
+
+    #[test]
+    fn the_vmm_threads_are_added_to_the_pids_limit() {
+        let extra = i64::from(qvisor::HOST_THREADS);
+        assert_eq!(pids_max(1), (1 + extra).to_string());
+        assert_eq!(pids_max(i64::MAX), i64::MAX.to_string());
     }
 }

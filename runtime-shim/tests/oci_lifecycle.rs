@@ -324,7 +324,8 @@ fn hostname_goes_to_the_uts_namespace() {
 }
 
 /// linux.resources become cgroup limits on the sandbox process (v1 here:
-/// memory is the guest RAM plus the VMM's allowance, see bundle.rs).
+/// memory is the guest RAM plus the VMM's allowance, see bundle.rs; pids
+/// the limit plus the VMM's threads, see cgroup.rs).
 #[test]
 fn resources_become_cgroup_limits() {
     if !require_kvm() {
@@ -351,6 +352,7 @@ fn resources_become_cgroup_limits() {
         })
     };
     let read = |p: String| std::fs::read_to_string(p).map(|s| s.trim().to_owned());
+    let pids_max = (50 + qvisor::HOST_THREADS).to_string();
     if let Some(mem) = path_of("memory") {
         let limit = read(format!("/sys/fs/cgroup/memory{mem}/memory.limit_in_bytes"));
         assert_eq!(limit.ok(), Some(((96u64 + 64) << 20).to_string()));
@@ -358,7 +360,7 @@ fn resources_become_cgroup_limits() {
             "/sys/fs/cgroup/pids{}/pids.max",
             path_of("pids").expect("pids")
         ));
-        assert_eq!(pids.ok().as_deref(), Some("50"));
+        assert_eq!(pids.ok(), Some(pids_max.clone()));
         let quota = read(format!(
             "/sys/fs/cgroup/cpu{}/cpu.cfs_quota_us",
             path_of("cpu").expect("cpu")
@@ -370,7 +372,7 @@ fn resources_become_cgroup_limits() {
             read(format!("{dir}/memory.max")).ok(),
             Some(((96u64 + 64) << 20).to_string())
         );
-        assert_eq!(read(format!("{dir}/pids.max")).ok().as_deref(), Some("50"));
+        assert_eq!(read(format!("{dir}/pids.max")).ok(), Some(pids_max));
     }
     assert_eq!(qrun_at(&root.0, &["delete", "--force", "r"]).status, 0);
     assert!(

@@ -37,6 +37,8 @@ pub const ALL: &[&str] = &[
     "exec_chain",
     "exit_code",
     "fault_regs",
+    // Holds every fd it may open (files, sockets, pipes), then serves stdin.
+    "fd_hog",
     // asm/: bare programs whose very first instruction is privileged
     // (or spins), for the first entry to user mode.
     "first_cli",

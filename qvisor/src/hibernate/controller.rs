@@ -98,6 +98,8 @@ struct Inner {
     failure: Option<String>,
     /// The guest started deflating (a request can no longer be cancelled).
     begun: bool,
+    /// The vCPU stopped: nothing will move the state any more.
+    closed: bool,
 }
 
 /// The controller of one sandbox.
@@ -235,6 +237,7 @@ impl Hibernation {
                 aborted: None,
                 failure: None,
                 begun: false,
+                closed: false,
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
@@ -276,11 +279,9 @@ impl Hibernation {
         // One that keeps running is kicked after a grace period and
         // deflates from the kick interrupt, parked until woken.
         self.channel.post_quiet(ram, control::HIBERNATE);
-        let channel = self.channel.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(KICK_GRACE);
-            channel.kick.request();
-        });
+        // The retry thread kicks later: no thread per request (a thread
+        // could not be started under a tight pids limit).
+        self.channel.kick.request_after(KICK_GRACE);
         if !wait {
             drop(i);
             return Ok(self.status());
@@ -288,9 +289,12 @@ impl Hibernation {
         let (mut i, _) = self
             .changed
             .wait_timeout_while(i, REQUEST_TIMEOUT, |i| {
-                i.state == State::Hibernating && !i.begun
+                i.state == State::Hibernating && !i.begun && !i.closed
             })
             .unwrap_or_else(|e| e.into_inner());
+        if i.closed {
+            return Err(SwapError::Failed("the sandbox stopped".into()));
+        }
         if i.state == State::Hibernating && !i.begun {
             // The program never waited: take the request back.
             let _ = ram.atomic_and_u64(qlib::layout::CONTROL_GPA, !control::HIBERNATE);
@@ -301,16 +305,24 @@ impl Hibernation {
         // Deflating: it ends one way or the other.
         let i = self
             .changed
-            .wait_while(i, |i| i.state == State::Hibernating)
+            .wait_while(i, |i| i.state == State::Hibernating && !i.closed)
             .unwrap_or_else(|e| e.into_inner());
         let result = match i.state {
             State::Hibernated => Ok(()),
+            State::Hibernating => Err(SwapError::Failed("the sandbox stopped".into())),
             _ => Err(SwapError::Aborted(
                 i.aborted.clone().unwrap_or_else(|| "unknown".into()),
             )),
         };
         drop(i);
         result.map(|()| self.status())
+    }
+
+    /// The vCPU stopped: wakes every request waiting for the guest, which
+    /// will never answer now.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
     }
 
     /// Wakes a hibernated sandbox (control socket, SIGCONT).
@@ -406,8 +418,15 @@ impl Hibernation {
                 0
             }
             Err(e) => {
-                log::error!("{e}");
-                i.aborted = Some(super::report(&e));
+                // The guest takes a refused begin as a stale request and
+                // goes on (it has changed nothing, and sends no
+                // `HibernateAbort`): the abort happens here, or the
+                // requester would wait for it forever.
+                let why = super::report(&e);
+                log::error!("hibernation: {why}");
+                i.aborted = Some(why.clone());
+                let _ = i.transition(Event::Abort, &format!("aborted: {why}"));
+                self.changed.notify_all();
                 -(libc::EIO as i64)
             }
         }

@@ -2,6 +2,12 @@
 //! VMM acts only on fds it opened for this guest (and on stdio 0-2 until
 //! the guest closes them), so a guest can never reach the VMM's own fds
 //! (`/dev/kvm`, the VM, eventfds, swap files).
+//!
+//! The guest's fds stay below a ceiling [`RESERVED`] under the process's
+//! `RLIMIT_NOFILE`, so a guest holding all it may open still leaves the VMM
+//! the fds its control path needs (a control-socket connection, the swap
+//! and REAP files): the kernel hands out the lowest free number, and no
+//! guest fd is ever numbered at or above the ceiling.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -10,15 +16,51 @@ use std::os::fd::{AsRawFd, OwnedFd};
 pub const EBADF: i64 = -(libc::EBADF as i64);
 
 /// Owned host fds of one sandbox.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HostFds {
     owned: HashMap<i32, OwnedFd>,
     /// Host stdio the guest has not closed.
     stdio_closed: [bool; 3],
+    /// The guest's fds are numbered below this.
+    ceiling: i32,
 }
 
 /// Most host fds one sandbox may hold.
 pub const MAX_FDS: usize = 65536;
+
+/// Fd numbers under the `RLIMIT_NOFILE` soft limit kept for the VMM.
+pub const RESERVED: u64 = 64;
+
+/// The ceiling for a soft `RLIMIT_NOFILE` of `soft`: [`RESERVED`] below it,
+/// or half of it when it is tiny.
+fn ceiling_for(soft: u64) -> i32 {
+    let c = if soft >= 2 * RESERVED {
+        soft - RESERVED
+    } else {
+        soft / 2
+    };
+    i32::try_from(c).unwrap_or(i32::MAX)
+}
+
+impl Default for HostFds {
+    fn default() -> Self {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit into a valid pointer.
+        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            lim.rlim_cur
+        } else {
+            1024
+        };
+        Self {
+            owned: HashMap::new(),
+            stdio_closed: [false; 3],
+            ceiling: ceiling_for(soft),
+        }
+    }
+}
 
 impl HostFds {
     /// `fd` if the guest may use it, else `EBADF`.
@@ -34,9 +76,10 @@ impl HostFds {
     }
 
     /// Takes ownership of `fd` for the guest; returns its number (or
-    /// `-EMFILE` when the sandbox holds too many).
+    /// `-EMFILE`, `fd` closed, when the sandbox holds too many or `fd` lies
+    /// in the VMM's reserve).
     pub fn adopt(&mut self, fd: OwnedFd) -> i64 {
-        if self.owned.len() >= MAX_FDS {
+        if self.owned.len() >= MAX_FDS || fd.as_raw_fd() >= self.ceiling {
             return -(libc::EMFILE as i64);
         }
         let n = fd.as_raw_fd();
@@ -58,5 +101,24 @@ impl HostFds {
             }
             Err(e) => e,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_stays_free() {
+        assert_eq!(ceiling_for(1024), 1024 - RESERVED as i32);
+        assert_eq!(ceiling_for(100), 50);
+        assert_eq!(ceiling_for(u64::MAX), i32::MAX);
+        let mut fds = HostFds {
+            ceiling: 0,
+            ..HostFds::default()
+        };
+        let f = std::fs::File::open("/").expect("open /");
+        assert_eq!(fds.adopt(f.into()), -(libc::EMFILE as i64));
+        assert!(fds.owned.is_empty());
     }
 }

@@ -307,10 +307,21 @@ impl HostCalls<'_> {
                 let (Ok(r), Ok(w)) = (r, w) else {
                     return err(libc::EMFILE);
                 };
-                let pair = [self.fds.adopt(r) as i32, self.fds.adopt(w) as i32];
+                let pair = [self.fds.adopt(r), self.fds.adopt(w)];
+                // Both or neither: one end refused (EMFILE), or no place
+                // to tell the guest, closes the other.
+                let undo = |this: &mut Self, rc: i64| {
+                    for n in pair.into_iter().filter(|n| *n >= 0) {
+                        this.fds.close(n as u64);
+                    }
+                    rc
+                };
+                if let Some(&e) = pair.iter().find(|n| **n < 0) {
+                    return undo(self, e);
+                }
                 for (i, v) in pair.iter().enumerate() {
-                    if self.ram.write(a[4] + i as u64 * 4, *v).is_err() {
-                        return EFAULT;
+                    if self.ram.write(a[4] + i as u64 * 4, *v as i32).is_err() {
+                        return undo(self, EFAULT);
                     }
                 }
                 0
