@@ -64,6 +64,12 @@ pub struct SandboxConfig {
     pub log_level: u64,
     /// Print measurements (reclaim) to stderr.
     pub stats: bool,
+    /// Give the guest an abstract `AF_UNIX` namespace of its own (its
+    /// names tagged): for a sandbox in the host's network namespace.
+    /// `false` when the sandbox has a network namespace of its own, whose
+    /// abstract names are already private (and shared with whoever joined
+    /// it, as in a pod).
+    pub private_abstract: bool,
 }
 
 impl SandboxConfig {
@@ -82,6 +88,7 @@ impl SandboxConfig {
             env: Vec::new(),
             log_level: 0,
             stats: false,
+            private_abstract: true,
         }
     }
 }
@@ -165,6 +172,9 @@ impl Sandbox {
             channel.clone(),
             config.stats,
         );
+        if !config.private_abstract {
+            calls.set_abstract_names(hostcall::AbstractNames::Shared);
+        }
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();

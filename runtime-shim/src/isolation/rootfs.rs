@@ -8,6 +8,10 @@
 //!                   tmpfs mounts; read-only if root.readonly)
 //! /.qrun-state      bind of <state dir>/sandbox: control socket, exec
 //!                   fifo, exit status, swap and REAP files
+//! /proc             a procfs of the sandbox process's pid namespace, its
+//!                   processes only (`subset=pid`): the VMM names objects
+//!                   it holds open as /proc/self/fd/N (AF_UNIX bind and
+//!                   connect, chmod, chown, utimes, linkat)
 //! /<program>        bind of the program file from the rootfs, at its path
 //!                   inside the container (see below)
 //! ```
@@ -88,7 +92,9 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     fs::create_dir(&state).map_err(IsolationError::io("mkdir state"))?;
     bind(&dir.join("sandbox"), &state, MsFlags::empty())?;
 
-    let reserved = ["/dev/kvm", ROOTFS, STATE];
+    mount_proc(&new.join("proc"))?;
+
+    let reserved = ["/dev/kvm", ROOTFS, STATE, "/proc"];
     if reserved
         .iter()
         .any(|r| plan.program == *r || plan.program.starts_with(&format!("{r}/")))
@@ -118,6 +124,20 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
         | MsFlags::MS_NODEV
         | MsFlags::MS_NOEXEC;
     mount(NONE, "/", NONE, flags, NONE).map_err(IsolationError::sys("read-only remount of /"))
+}
+
+/// A procfs at `dir` with only the pid directories (and `self`) in it,
+/// other users' processes hidden; kernels before 5.8 lack those options
+/// and get a plain one.
+fn mount_proc(dir: &Path) -> Result<(), IsolationError> {
+    fs::create_dir(dir).map_err(IsolationError::io("mkdir proc"))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let proc = |data| mount(Some("proc"), dir, Some("proc"), flags, data);
+    match proc(Some("subset=pid,hidepid=invisible")) {
+        Err(nix::errno::Errno::EINVAL) => proc(None),
+        r => r,
+    }
+    .map_err(IsolationError::sys("mounting /proc in the sandbox root"))
 }
 
 /// One of the config's mounts, inside the private view of the rootfs.
