@@ -137,7 +137,9 @@ pub mod new {
 pub struct SockAddr {
     /// Bytes used in `bytes`.
     pub len: u32,
-    /// Padding.
+    /// In: for an `AF_UNIX` path the guest made absolute, how many bytes
+    /// (the cwd and a `/`) it put before the path the program gave, which
+    /// is the name the program bound. Out (`Msg`): the `msg_flags`.
     pub pad: u32,
     /// `struct sockaddr_storage`.
     pub bytes: [u8; 128],

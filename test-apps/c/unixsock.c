@@ -241,6 +241,36 @@ static void path_ops(const char *dir) {
     close(fd);
 }
 
+/* Relative paths resolve from the cwd; the bound name stays relative. */
+static void relative_paths(const char *dir) {
+    rc_line("chdir to the dir", chdir(dir));
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un rel = {.sun_family = AF_UNIX, .sun_path = "r.sock"};
+    rc_line("bind a relative path", bind(l, (struct sockaddr *)&rel, sizeof rel));
+    rc_line("listen on it", listen(l, 4));
+    struct stat st;
+    expect_line("it is in the cwd", lstat(p(0, dir, "r.sock"), &st) == 0 && S_ISSOCK(st.st_mode), 1);
+    struct sockaddr_un got;
+    socklen_t glen = sizeof got;
+    memset(&got, 0, sizeof got);
+    getsockname(l, (struct sockaddr *)&got, &glen);
+    printf("getsockname of a relative bind: %s\n", got.sun_path);
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, "sub/../r.sock");
+    rc_line("connect to a relative path", connect_to(sizeof addr));
+    close(l);
+    struct {
+        struct sockaddr_un a;
+        char more[8];
+    } big;
+    memset(&big, 'a', sizeof big);
+    big.a.sun_family = AF_UNIX;
+    err_line("connect with a too long address",
+             connect(socket(AF_UNIX, SOCK_STREAM, 0), (struct sockaddr *)&big, sizeof big.a + 1),
+             EINVAL);
+}
+
 /* Probes toward host sockets; natively they all get through. */
 static void escape(const char *dir, const char *host_abstract, const char *host_dgram) {
     const char *stream[] = {"abs.sock", "rel.sock", "dirlink/host.sock", "sub/rel.sock"};
@@ -285,6 +315,7 @@ int main(int argc, char **argv) {
         dgram_paths(argv[2]);
         abstract_names();
         path_ops(argv[2]);
+        relative_paths(argv[2]);
     } else if (argc == 5 && !strcmp(argv[1], "escape")) {
         escape(argv[2], argv[3], argv[4]);
     } else {

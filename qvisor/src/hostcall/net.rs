@@ -53,7 +53,7 @@ impl HostCalls<'_> {
                     let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
                     if rc == 0 && host.rewritten {
                         self.unix_names
-                            .insert(addr.bytes[..addr.len as usize].to_vec(), guest);
+                            .insert(addr.bytes[..addr.len as usize].to_vec(), host.guest);
                     }
                     rc
                 } else {

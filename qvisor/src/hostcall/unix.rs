@@ -101,9 +101,26 @@ impl AbstractNames {
 /// A host address and what keeps it valid (the fd its path names).
 pub(super) struct HostAddr {
     pub addr: SockAddr,
+    /// The name as the program gave it (a relative path stays relative):
+    /// what `getsockname` reports after a `bind`.
+    pub guest: SockAddr,
     /// Whether the name was rewritten (a path or a tagged abstract name).
     pub rewritten: bool,
     _keep: Option<OwnedFd>,
+}
+
+/// `a` without the `a.pad` bytes the guest put before its path.
+fn as_given(a: SockAddr) -> SockAddr {
+    let pad = a.pad as usize;
+    let len = a.len as usize;
+    if pad == 0 || PATH_AT + pad >= len {
+        return SockAddr { pad: 0, ..a };
+    }
+    let mut g = SockAddr::default();
+    g.bytes[..PATH_AT].copy_from_slice(&a.bytes[..PATH_AT]);
+    g.bytes[PATH_AT..len - pad].copy_from_slice(&a.bytes[PATH_AT + pad..len]);
+    g.len = (len - pad) as u32;
+    g
 }
 
 fn with_path(family: [u8; 2], host: &[u8]) -> Result<SockAddr, i64> {
@@ -119,10 +136,13 @@ fn with_path(family: [u8; 2], host: &[u8]) -> Result<SockAddr, i64> {
 }
 
 impl HostCalls<'_> {
-    /// The host address for the guest's `a`; other families unchanged.
+    /// The host address for the guest's `a` (a path up to the 128 bytes
+    /// of `SockAddr`: the guest checked the program's length and may have
+    /// put its cwd before a relative path); other families unchanged.
     pub(super) fn host_addr(&self, a: SockAddr, how: Use) -> Result<HostAddr, i64> {
         let same = |addr| HostAddr {
             addr,
+            guest: addr,
             rewritten: false,
             _keep: None,
         };
@@ -131,11 +151,11 @@ impl HostCalls<'_> {
         if u16::from_ne_bytes(family) != libc::AF_UNIX as u16 || len <= PATH_AT {
             return Ok(same(a)); // unnamed (autobind) or not AF_UNIX
         }
-        if len > SUN_LEN {
-            return Err(err(libc::EINVAL));
-        }
         let raw = &a.bytes[PATH_AT..len];
         if raw[0] == 0 {
+            if len > SUN_LEN {
+                return Err(err(libc::EINVAL));
+            }
             let name = self.abstract_names.host(&raw[1..]);
             let mut h = SockAddr::default();
             h.bytes[..PATH_AT].copy_from_slice(&family);
@@ -143,6 +163,7 @@ impl HostCalls<'_> {
             h.len = (PATH_AT + 1 + name.len()) as u32;
             return Ok(HostAddr {
                 addr: h,
+                guest: a,
                 rewritten: self.abstract_names != AbstractNames::Shared,
                 _keep: None,
             });
@@ -167,6 +188,7 @@ impl HostCalls<'_> {
         };
         Ok(HostAddr {
             addr: with_path(family, &host)?,
+            guest: as_given(a),
             rewritten: true,
             _keep: Some(keep),
         })
@@ -227,6 +249,20 @@ mod tests {
         assert_eq!(folded.len(), SUN_LEN - 3);
         assert_ne!(folded, p.host(&[b'x'; 106]), "folding keeps names apart");
         assert_eq!(AbstractNames::Shared.host(b"name"), b"name");
+    }
+
+    #[test]
+    fn relative_names_are_given_back_as_given() {
+        let mut a = SockAddr::default();
+        let fam = (libc::AF_UNIX as u16).to_ne_bytes();
+        a.bytes[..2].copy_from_slice(&fam);
+        a.bytes[2..13].copy_from_slice(b"/cwd/r.sock");
+        a.len = 13;
+        a.pad = 5;
+        let g = as_given(a);
+        assert_eq!(&g.bytes[..g.len as usize], [&fam[..], b"r.sock"].concat());
+        a.pad = 0;
+        assert_eq!(as_given(a).len, 13);
     }
 
     #[test]
