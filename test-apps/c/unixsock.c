@@ -197,6 +197,20 @@ static void abstract_names(void) {
     rc_line("recv from it", recv(d, b, sizeof b, MSG_DONTWAIT));
     close(s);
     close(d);
+
+    /* An autobind name is abstract, five hex digits, and reachable. */
+    int ab = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un empty = {.sun_family = AF_UNIX};
+    rc_line("autobind", bind(ab, (struct sockaddr *)&empty, sizeof(sa_family_t)));
+    glen = sizeof got;
+    memset(&got, 0, sizeof got);
+    getsockname(ab, (struct sockaddr *)&got, &glen);
+    printf("autobind name: length %d, abstract %s\n", (int)glen, got.sun_path[0] ? "no" : "yes");
+    s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    rc_line("sendto the autobind name", sendto(s, "abc", 3, 0, (struct sockaddr *)&got, glen));
+    rc_line("recv on it", recv(ab, b, sizeof b, MSG_DONTWAIT));
+    close(s);
+    close(ab);
 }
 
 static void path_ops(const char *dir) {

@@ -45,20 +45,12 @@ impl HostCalls<'_> {
                 } else {
                     Use::Connect
                 };
-                let host = self.host_addr(guest, how)?;
-                let addr = host.addr;
-                let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
-                if a[0] == fdop::BIND {
-                    // SAFETY: `p` points at `addr.len` valid bytes.
-                    let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
-                    if rc == 0 && host.rewritten {
-                        self.unix_names
-                            .insert(addr.bytes[..addr.len as usize].to_vec(), host.guest);
-                    }
-                    rc
-                } else {
-                    self.connect(fd, p, addr.len, a[3] & io::BLOCK != 0)
+                if how == Use::Bind {
+                    return self.bind(fd, guest);
                 }
+                let host = self.host_addr(guest, how)?;
+                let p = host.addr.bytes.as_ptr().cast::<libc::sockaddr>();
+                self.connect(fd, p, host.addr.len, a[3] & io::BLOCK != 0)
             }
             fdop::GETSOCKNAME | fdop::GETPEERNAME => {
                 let mut addr = SockAddr::default();
@@ -116,6 +108,26 @@ impl HostCalls<'_> {
             }
             _ => err(libc::ENOSYS),
         })
+    }
+
+    fn bind(&mut self, fd: i32, guest: SockAddr) -> Result<i64, i64> {
+        // A random autobind name may be taken: a few more draws.
+        for _ in 0..16 {
+            let host = self.host_addr(guest, Use::Bind)?;
+            let addr = host.addr;
+            let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
+            // SAFETY: `p` points at `addr.len` valid bytes.
+            let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
+            if rc == err(libc::EADDRINUSE) && host.autobind {
+                continue;
+            }
+            if rc == 0 && host.rewritten {
+                self.unix_names
+                    .insert(addr.bytes[..addr.len as usize].to_vec(), host.guest);
+            }
+            return Ok(rc);
+        }
+        Ok(err(libc::EADDRINUSE))
     }
 
     fn connect(&self, fd: i32, p: *const libc::sockaddr, len: u32, block: bool) -> i64 {

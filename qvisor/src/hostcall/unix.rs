@@ -64,6 +64,21 @@ impl AbstractNames {
         Self::Private(tag)
     }
 
+    /// For an autobind (`bind` with an empty address): a name as Linux
+    /// picks (five hex digits) behind the tag, `None` when not private.
+    fn autobind(&self) -> Option<Vec<u8>> {
+        let Self::Private(tag) = self else {
+            return None;
+        };
+        let mut raw = [0u8; 4];
+        // SAFETY: getrandom writes at most `raw.len()` bytes into `raw`.
+        unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
+        let n = (u32::from_ne_bytes(raw) ^ super::monotonic_ns() as u32) & 0xf_ffff;
+        let mut out = tag.clone();
+        out.extend_from_slice(format!("{n:05x}").as_bytes());
+        Some(out)
+    }
+
     /// The host name of the guest's abstract name `name` (without its
     /// leading NUL), at most `SUN_LEN - 3` bytes.
     fn host(&self, name: &[u8]) -> Vec<u8> {
@@ -106,7 +121,17 @@ pub(super) struct HostAddr {
     pub guest: SockAddr,
     /// Whether the name was rewritten (a path or a tagged abstract name).
     pub rewritten: bool,
+    /// A random autobind name of a private namespace: if taken, try again.
+    pub autobind: bool,
     _keep: Option<OwnedFd>,
+}
+
+fn abstract_addr(family: [u8; 2], name: &[u8]) -> SockAddr {
+    let mut h = SockAddr::default();
+    h.bytes[..PATH_AT].copy_from_slice(&family);
+    h.bytes[PATH_AT + 1..PATH_AT + 1 + name.len()].copy_from_slice(name);
+    h.len = (PATH_AT + 1 + name.len()) as u32;
+    h
 }
 
 /// `a` without the `a.pad` bytes the guest put before its path.
@@ -144,12 +169,24 @@ impl HostCalls<'_> {
             addr,
             guest: addr,
             rewritten: false,
+            autobind: false,
             _keep: None,
         };
         let family = [a.bytes[0], a.bytes[1]];
         let len = a.len as usize;
-        if u16::from_ne_bytes(family) != libc::AF_UNIX as u16 || len <= PATH_AT {
-            return Ok(same(a)); // unnamed (autobind) or not AF_UNIX
+        if u16::from_ne_bytes(family) != libc::AF_UNIX as u16 {
+            return Ok(same(a));
+        }
+        if len <= PATH_AT {
+            // An autobind: in the host's namespace, a name behind the tag
+            // (so that the sandbox's own sockets can reach it).
+            return Ok(match (how, self.abstract_names.autobind()) {
+                (Use::Bind, Some(name)) => HostAddr {
+                    autobind: true,
+                    ..same(abstract_addr(family, &name))
+                },
+                _ => same(a),
+            });
         }
         let raw = &a.bytes[PATH_AT..len];
         if raw[0] == 0 {
@@ -157,14 +194,11 @@ impl HostCalls<'_> {
                 return Err(err(libc::EINVAL));
             }
             let name = self.abstract_names.host(&raw[1..]);
-            let mut h = SockAddr::default();
-            h.bytes[..PATH_AT].copy_from_slice(&family);
-            h.bytes[PATH_AT + 1..PATH_AT + 1 + name.len()].copy_from_slice(&name);
-            h.len = (PATH_AT + 1 + name.len()) as u32;
             return Ok(HostAddr {
-                addr: h,
+                addr: abstract_addr(family, &name),
                 guest: a,
                 rewritten: self.abstract_names != AbstractNames::Shared,
+                autobind: false,
                 _keep: None,
             });
         }
@@ -190,6 +224,7 @@ impl HostCalls<'_> {
             addr: with_path(family, &host)?,
             guest: as_given(a),
             rewritten: true,
+            autobind: false,
             _keep: Some(keep),
         })
     }
@@ -216,13 +251,7 @@ impl HostCalls<'_> {
             return addr;
         }
         match self.abstract_names.guest(&key[PATH_AT + 1..]) {
-            Some(name) => {
-                let mut g = SockAddr::default();
-                g.bytes[..PATH_AT + 1].copy_from_slice(&key[..PATH_AT + 1]);
-                g.bytes[PATH_AT + 1..PATH_AT + 1 + name.len()].copy_from_slice(name);
-                g.len = (PATH_AT + 1 + name.len()) as u32;
-                g
-            }
+            Some(name) => abstract_addr([key[0], key[1]], name),
             None => addr,
         }
     }
@@ -249,6 +278,10 @@ mod tests {
         assert_eq!(folded.len(), SUN_LEN - 3);
         assert_ne!(folded, p.host(&[b'x'; 106]), "folding keeps names apart");
         assert_eq!(AbstractNames::Shared.host(b"name"), b"name");
+        let auto = p.autobind().expect("private namespaces autobind");
+        assert_eq!(auto.len(), tag.len() + 5);
+        assert_eq!(p.guest(&auto).map(<[u8]>::len), Some(5));
+        assert_eq!(AbstractNames::Shared.autobind(), None);
     }
 
     #[test]
