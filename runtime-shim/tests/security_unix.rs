@@ -49,7 +49,9 @@ fn setup() -> Setup {
     let abstract_name = format!("qrun-test-host-{}", rootfs.str());
     let addr = SocketAddr::from_abstract_name(&abstract_name).expect("abstract name");
     let abstract_listener = UnixListener::bind_addr(&addr).expect("abstract listener");
-    abstract_listener.set_nonblocking(true).expect("nonblocking");
+    abstract_listener
+        .set_nonblocking(true)
+        .expect("nonblocking");
     let addr =
         SocketAddr::from_abstract_name(format!("{abstract_name}.dgram")).expect("abstract name");
     let abstract_dgram = UnixDatagram::bind_addr(&addr).expect("abstract datagram");
@@ -196,7 +198,10 @@ fn native_ops() -> Outcome {
     let out = run_native(&test_apps::path("unixsock"), &["ops", dir.str()], &[]);
     assert_eq!(out.status, 0, "{out:?}");
     let text = stdout(&out);
-    assert!(!text.contains("FAIL"), "the native run fails a check:\n{text}");
+    assert!(
+        !text.contains("FAIL"),
+        "the native run fails a check:\n{text}"
+    );
     assert!(text.ends_with("done\n"), "{text}");
     out
 }

@@ -200,7 +200,10 @@ impl HostCalls<'_> {
         // host address stays valid (`_keep`) until the send is done.
         let (mut addr, _keep) = match (addr_gpa, write) {
             (0, _) => (None, None),
-            (g, true) => match self.sockaddr(g).and_then(|a| self.host_addr(a, Use::Connect)) {
+            (g, true) => match self
+                .sockaddr(g)
+                .and_then(|a| self.host_addr(a, Use::Connect))
+            {
                 Ok(h) => (Some(h.addr), Some(h)),
                 Err(e) => return e,
             },

@@ -59,7 +59,10 @@ impl AbstractNames {
             let t = super::monotonic_ns() ^ (u64::from(std::process::id()) << 32);
             raw = t.to_ne_bytes();
         }
-        let mut tag: Vec<u8> = raw.iter().flat_map(|b| format!("{b:02x}").into_bytes()).collect();
+        let mut tag: Vec<u8> = raw
+            .iter()
+            .flat_map(|b| format!("{b:02x}").into_bytes())
+            .collect();
         tag.push(b'/');
         Self::Private(tag)
     }
