@@ -8,9 +8,9 @@
 //!                   tmpfs mounts; read-only if root.readonly)
 //! /.qrun-state      bind of <state dir>/sandbox: control socket, exec
 //!                   fifo, exit status, swap and REAP files
-//! /proc             a procfs of the sandbox process's pid namespace, its
-//!                   processes only (`subset=pid`): the VMM names objects
-//!                   it holds open as /proc/self/fd/N (AF_UNIX bind and
+//! /proc/self        bind of the sandbox process's own /proc/<pid> (and
+//!                   nothing else of /proc): the VMM names objects it
+//!                   holds open as /proc/self/fd/N (AF_UNIX bind and
 //!                   connect, chmod, chown, utimes, linkat)
 //! /<program>        bind of the program file from the rootfs, at its path
 //!                   inside the container (see below)
@@ -92,7 +92,7 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     fs::create_dir(&state).map_err(IsolationError::io("mkdir state"))?;
     bind(&dir.join("sandbox"), &state, MsFlags::empty())?;
 
-    mount_proc(&new.join("proc"))?;
+    mount_proc_self(&new.join("proc"))?;
 
     let reserved = ["/dev/kvm", ROOTFS, STATE, "/proc"];
     if reserved
@@ -126,18 +126,15 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     mount(NONE, "/", NONE, flags, NONE).map_err(IsolationError::sys("read-only remount of /"))
 }
 
-/// A procfs at `dir` with only the pid directories (and `self`) in it,
-/// other users' processes hidden; kernels before 5.8 lack those options
-/// and get a plain one.
-fn mount_proc(dir: &Path) -> Result<(), IsolationError> {
-    fs::create_dir(dir).map_err(IsolationError::io("mkdir proc"))?;
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    let proc = |data| mount(Some("proc"), dir, Some("proc"), flags, data);
-    match proc(Some("subset=pid,hidepid=invisible")) {
-        Err(nix::errno::Errno::EINVAL) => proc(None),
-        r => r,
-    }
-    .map_err(IsolationError::sys("mounting /proc in the sandbox root"))
+/// `/proc/self` at `dir/self`: a bind of this process's own directory of
+/// the host's procfs, and nothing else of /proc (the VMM is this process:
+/// `Sandbox::run` runs in it).
+fn mount_proc_self(dir: &Path) -> Result<(), IsolationError> {
+    let own = dir.join("self");
+    fs::create_dir_all(&own).map_err(IsolationError::io("mkdir proc/self"))?;
+    // The source is the magic link, resolved to /proc/<our pid>.
+    bind(Path::new("/proc/self"), &own, MsFlags::empty())?;
+    remount_ro(&own, MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC)
 }
 
 /// One of the config's mounts, inside the private view of the rootfs.
