@@ -40,8 +40,11 @@ pub mod path {
     /// `symlink`: the path is the new link, the target is at GPA
     /// `args[3]`, length `args[4]`.
     pub const SYMLINK: u64 = 8;
-    /// `link` to the new path at GPA `args[3]`, length `args[4]`.
+    /// `link` to the new path at GPA `args[3]`, length `args[4]`;
+    /// `args[5]` = [`LINK_FOLLOW`] to link what a final symlink leads to.
     pub const LINK: u64 = 9;
+    /// `LINK` flag: follow a final symlink (`AT_SYMLINK_FOLLOW`).
+    pub const LINK_FOLLOW: u64 = 0x400;
     /// `chmod`: `args[3]` = mode.
     pub const CHMOD: u64 = 10;
     /// `truncate`: `args[3]` = length.
@@ -134,7 +137,9 @@ pub mod new {
 pub struct SockAddr {
     /// Bytes used in `bytes`.
     pub len: u32,
-    /// Padding.
+    /// In: for an `AF_UNIX` path the guest made absolute, how many bytes
+    /// (the cwd and a `/`) it put before the path the program gave, which
+    /// is the name the program bound. Out (`Msg`): the `msg_flags`.
     pub pad: u32,
     /// `struct sockaddr_storage`.
     pub bytes: [u8; 128],

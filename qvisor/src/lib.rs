@@ -67,6 +67,12 @@ pub struct SandboxConfig {
     /// The container's seccomp filter for the program's syscalls
     /// (`qlib::seccomp` format, checked at start); empty for none.
     pub seccomp: Vec<u8>,
+    /// Give the guest an abstract `AF_UNIX` namespace of its own (its
+    /// names tagged): for a sandbox in the host's network namespace.
+    /// `false` when the sandbox has a network namespace of its own, whose
+    /// abstract names are already private (and shared with whoever joined
+    /// it, as in a pod).
+    pub private_abstract: bool,
 }
 
 impl SandboxConfig {
@@ -86,6 +92,7 @@ impl SandboxConfig {
             log_level: 0,
             stats: false,
             seccomp: Vec::new(),
+            private_abstract: true,
         }
     }
 }
@@ -173,6 +180,9 @@ impl Sandbox {
             channel.clone(),
             config.stats,
         );
+        if !config.private_abstract {
+            calls.set_abstract_names(hostcall::AbstractNames::Shared);
+        }
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();

@@ -75,6 +75,8 @@ pub const ALL: &[&str] = &[
     "spin",
     "sysinfo",
     "touch_mem",
+    // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
+    "unixsock",
 ];
 
 /// The directory holding the built programs.

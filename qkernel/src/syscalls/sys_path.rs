@@ -18,6 +18,7 @@ use crate::process::Process;
 
 const AT_REMOVEDIR: u64 = 0x200;
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+const AT_SYMLINK_FOLLOW: u64 = 0x400;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// A user path made absolute, refused with `on_kernel` when it names the
@@ -86,9 +87,17 @@ pub fn rename(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `linkat(olddirfd, old, newdirfd, new, flags)`.
 pub fn linkat(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[4] & !(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
     let old = host_path(p, a[0], a[1], Errno::EXDEV)?;
     let new = host_path(p, a[2], a[3], Errno::EXDEV)?;
-    host::path_op2(pathop::LINK, &old, &new, 0)
+    let follow = if a[4] & AT_SYMLINK_FOLLOW != 0 {
+        pathop::LINK_FOLLOW
+    } else {
+        0
+    };
+    host::path_op2(pathop::LINK, &old, &new, follow)
 }
 
 /// `link(old, new)`.

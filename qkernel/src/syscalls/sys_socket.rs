@@ -17,6 +17,9 @@ const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
 const MSG_DONTWAIT: u64 = 0x40;
 const MSG_NOSIGNAL: u64 = 0x4000;
+const AF_UNIX: u16 = 1;
+/// `sizeof(struct sockaddr_un)`.
+const SUN_LEN: u64 = 110;
 
 fn sock(p: &Process, fd: u64) -> Result<(Arc<File>, i32), Errno> {
     let f = p.files.get(fd)?.clone();
@@ -70,7 +73,36 @@ fn read_addr(p: &mut Process, va: u64, len: u64) -> Result<SockAddr, Errno> {
     }
     uaccess::copy_in(&mut p.mm, va, &mut addr.bytes[..len as usize])?;
     addr.len = len as u32;
+    if u16::from_ne_bytes([addr.bytes[0], addr.bytes[1]]) == AF_UNIX {
+        if len > SUN_LEN {
+            return Err(Errno::EINVAL);
+        }
+        unix_absolute(p, &mut addr)?;
+    }
     Ok(addr)
+}
+
+/// A relative `AF_UNIX` path made absolute against the cwd (the VMM
+/// resolves paths from the root), with `pad` saying how much was added.
+fn unix_absolute(p: &Process, addr: &mut SockAddr) -> Result<(), Errno> {
+    let raw = &addr.bytes[2..addr.len as usize];
+    let path_len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    if path_len == 0 || raw[0] == b'/' {
+        return Ok(()); // unnamed, abstract or absolute
+    }
+    let base = p.cwd.trim_end_matches('/');
+    let add = base.len() + 1;
+    let total = 2 + add + path_len;
+    if total > addr.bytes.len() {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    addr.bytes.copy_within(2..2 + path_len, 2 + add);
+    addr.bytes[2..2 + base.len()].copy_from_slice(base.as_bytes());
+    addr.bytes[2 + base.len()] = b'/';
+    addr.bytes[total..].fill(0);
+    addr.len = total as u32;
+    addr.pad = add as u32;
+    Ok(())
 }
 
 /// Writes `addr` to a user (`sockaddr *`, `socklen_t *`) pair, truncated to

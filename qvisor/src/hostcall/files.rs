@@ -125,6 +125,26 @@ impl HostCalls<'_> {
                 // SAFETY: valid dirfd and NUL-terminated name.
                 ret(unsafe { libc::unlinkat(p.dir.as_raw_fd(), p.name.as_ptr(), flags) } as i64)
             }
+            pathop::LINK if a[5] & pathop::LINK_FOLLOW != 0 => {
+                // The object a final symlink leads to, resolved in-root,
+                // linked through its /proc link (AT_EMPTY_PATH would need
+                // CAP_DAC_READ_SEARCH).
+                let to = self.path(a[3], a[4])?;
+                let from = self.root.object(path, false).map_err(err)?;
+                let to = parent(&to, libc::EEXIST, libc::EEXIST)?;
+                let p = crate::rootfs::proc_fd_path(&from);
+                // SAFETY: NUL-terminated path naming exactly our fd's
+                // object, a valid dirfd and a NUL-terminated name.
+                ret(unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        p.as_ptr(),
+                        to.dir.as_raw_fd(),
+                        to.name.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                } as i64)
+            }
             pathop::RENAME | pathop::LINK => {
                 let to = self.path(a[3], a[4])?;
                 let from = parent(path, libc::EBUSY, libc::EBUSY)?;

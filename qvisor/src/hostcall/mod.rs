@@ -7,8 +7,10 @@ mod fds;
 mod files;
 mod net;
 mod sys;
+mod unix;
 mod wait;
 
+pub use unix::AbstractNames;
 pub use wait::monotonic_ns;
 
 use std::io::Write;
@@ -46,6 +48,8 @@ pub struct HostCalls<'a> {
     fds: fds::HostFds,
     /// `AF_UNIX` paths bound in the rootfs: host name -> the guest's.
     unix_names: std::collections::HashMap<Vec<u8>, qlib::io_abi::SockAddr>,
+    /// How the guest's abstract `AF_UNIX` names reach the host.
+    abstract_names: AbstractNames,
     hib: &'a Hibernation,
     log_level: u64,
     control: Arc<ControlChannel>,
@@ -79,6 +83,7 @@ impl<'a> HostCalls<'a> {
             root,
             fds: fds::HostFds::default(),
             unix_names: std::collections::HashMap::new(),
+            abstract_names: AbstractNames::private(),
             hib,
             log_level,
             control,
@@ -87,6 +92,11 @@ impl<'a> HostCalls<'a> {
             reclaimed: 0,
             reclaim_start: None,
         }
+    }
+
+    /// Sets how abstract `AF_UNIX` names are seen (private by default).
+    pub fn set_abstract_names(&mut self, names: AbstractNames) {
+        self.abstract_names = names;
     }
 
     /// Serves the call whose record is at `gpa`.

@@ -1,14 +1,13 @@
 //! Socket and event host calls: the socket ops of `Fd`, `Msg`, `NewFd`,
 //! `epoll_ctl` and timerfds. Sockets are host sockets in the sandbox
-//! process's network namespace; `AF_UNIX` paths are resolved inside the
-//! rootfs.
-
-use std::os::fd::AsRawFd;
+//! process's network namespace; `AF_UNIX` addresses are translated by
+//! `unix` (paths resolved inside the rootfs, abstract names tagged).
 
 use qlib::io_abi::{SockAddr, fd as fdop, io, new};
 
 use super::HostCalls;
 use super::sys::{err, owned, ret};
+use super::unix::Use;
 
 const EFAULT: i64 = err(libc::EFAULT);
 const EINVAL: i64 = err(libc::EINVAL);
@@ -26,54 +25,6 @@ impl HostCalls<'_> {
         Ok(a)
     }
 
-    /// For `AF_UNIX` path addresses: the same address with the path
-    /// resolved inside the rootfs (its directory opened in-root and named
-    /// through `/proc/self/fd`), and that directory fd, kept open meanwhile.
-    fn unix_in_root(
-        &self,
-        mut a: SockAddr,
-    ) -> Result<(SockAddr, Option<std::os::fd::OwnedFd>), i64> {
-        let family = u16::from_ne_bytes([a.bytes[0], a.bytes[1]]);
-        if family != libc::AF_UNIX as u16 || a.len <= 2 || a.bytes[2] == 0 {
-            return Ok((a, None)); // not a path (abstract or unnamed)
-        }
-        let raw = &a.bytes[2..a.len as usize];
-        let path = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
-        let parent = self.root.parent(path).map_err(|e| match e {
-            Ok(_) => err(libc::EINVAL),
-            Err(e) => err(e),
-        })?;
-        let host = format!(
-            "/proc/self/fd/{}/{}",
-            parent.dir.as_raw_fd(),
-            String::from_utf8_lossy(parent.name.as_bytes())
-        );
-        if host.len() >= 108 {
-            return Err(err(libc::ENAMETOOLONG));
-        }
-        a.bytes[2..].fill(0);
-        a.bytes[2..2 + host.len()].copy_from_slice(host.as_bytes());
-        a.len = (2 + host.len() + 1) as u32;
-        Ok((a, Some(parent.dir)))
-    }
-
-    /// An `AF_UNIX` address the host reports, with a path bound through
-    /// [`Self::unix_in_root`] turned back into the path the guest bound.
-    fn guest_unix_name(&self, addr: SockAddr) -> SockAddr {
-        let n = (addr.len as usize).min(addr.bytes.len());
-        let key = &addr.bytes[..n];
-        // The host may report the path with or without its NUL.
-        let with_nul = [key, &[0]].concat();
-        match self
-            .unix_names
-            .get(key)
-            .or_else(|| self.unix_names.get(&with_nul))
-        {
-            Some(guest) => *guest,
-            None => addr,
-        }
-    }
-
     /// Socket ops of `Fd` (`fd` already checked).
     pub(super) fn sock_op(&mut self, fd: i32, a: [u64; 6]) -> i64 {
         match self.sock_op_inner(fd, a) {
@@ -89,19 +40,17 @@ impl HostCalls<'_> {
             fdop::SHUTDOWN => ret(unsafe { libc::shutdown(fd, a[2] as i32) } as i64),
             fdop::BIND | fdop::CONNECT => {
                 let guest = self.sockaddr(a[2])?;
-                let (addr, _dir) = self.unix_in_root(guest)?;
-                let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
-                if a[0] == fdop::BIND {
-                    // SAFETY: `p` points at `addr.len` valid bytes.
-                    let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
-                    if rc == 0 && _dir.is_some() {
-                        self.unix_names
-                            .insert(addr.bytes[..addr.len as usize].to_vec(), guest);
-                    }
-                    rc
+                let how = if a[0] == fdop::BIND {
+                    Use::Bind
                 } else {
-                    self.connect(fd, p, addr.len, a[3] & io::BLOCK != 0)
+                    Use::Connect
+                };
+                if how == Use::Bind {
+                    return self.bind(fd, guest);
                 }
+                let host = self.host_addr(guest, how)?;
+                let p = host.addr.bytes.as_ptr().cast::<libc::sockaddr>();
+                self.connect(fd, p, host.addr.len, a[3] & io::BLOCK != 0)
             }
             fdop::GETSOCKNAME | fdop::GETPEERNAME => {
                 let mut addr = SockAddr::default();
@@ -159,6 +108,26 @@ impl HostCalls<'_> {
             }
             _ => err(libc::ENOSYS),
         })
+    }
+
+    fn bind(&mut self, fd: i32, guest: SockAddr) -> Result<i64, i64> {
+        // A random autobind name may be taken: a few more draws.
+        for _ in 0..16 {
+            let host = self.host_addr(guest, Use::Bind)?;
+            let addr = host.addr;
+            let p = addr.bytes.as_ptr().cast::<libc::sockaddr>();
+            // SAFETY: `p` points at `addr.len` valid bytes.
+            let rc = ret(unsafe { libc::bind(fd, p, addr.len) } as i64);
+            if rc == err(libc::EADDRINUSE) && host.autobind {
+                continue;
+            }
+            if rc == 0 && host.rewritten {
+                self.unix_names
+                    .insert(addr.bytes[..addr.len as usize].to_vec(), host.guest);
+            }
+            return Ok(rc);
+        }
+        Ok(err(libc::EADDRINUSE))
     }
 
     fn connect(&self, fd: i32, p: *const libc::sockaddr, len: u32, block: bool) -> i64 {
@@ -227,13 +196,18 @@ impl HostCalls<'_> {
         };
         let write = flags & io::WRITE != 0;
         let msg_flags = ((flags >> 32) as i32) & !libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        let mut addr = match (addr_gpa, write) {
-            (0, _) => None,
-            (g, true) => match self.sockaddr(g) {
-                Ok(a) => Some(a),
+        // A destination names an existing socket, as `connect` does; its
+        // host address stays valid (`_keep`) until the send is done.
+        let (mut addr, _keep) = match (addr_gpa, write) {
+            (0, _) => (None, None),
+            (g, true) => match self
+                .sockaddr(g)
+                .and_then(|a| self.host_addr(a, Use::Connect))
+            {
+                Ok(h) => (Some(h.addr), Some(h)),
                 Err(e) => return e,
             },
-            (_, false) => Some(SockAddr::default()),
+            (_, false) => (Some(SockAddr::default()), None),
         };
         // SAFETY: msghdr is plain data; all-zero is a valid empty header.
         let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };

@@ -140,6 +140,9 @@ fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
     config.state_dir = Some(state.to_owned());
     config.log_level = if debug { 4 } else { 0 };
     config.seccomp = plan.seccomp.clone();
+    // In a network namespace of its own (made or joined) the abstract
+    // AF_UNIX names are the container's; in the host's they are tagged.
+    config.private_abstract = !plan.has_namespace(NsKind::Network);
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {

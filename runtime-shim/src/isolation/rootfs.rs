@@ -8,6 +8,10 @@
 //!                   tmpfs mounts; read-only if root.readonly)
 //! /.qrun-state      bind of <state dir>/sandbox: control socket, exec
 //!                   fifo, exit status, swap and REAP files
+//! /proc/self        bind of the sandbox process's own /proc/<pid> (and
+//!                   nothing else of /proc): the VMM names objects it
+//!                   holds open as /proc/self/fd/N (AF_UNIX bind and
+//!                   connect, chmod, chown, utimes, linkat)
 //! /<program>        bind of the program file from the rootfs, at its path
 //!                   inside the container (see below)
 //! ```
@@ -88,7 +92,9 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     fs::create_dir(&state).map_err(IsolationError::io("mkdir state"))?;
     bind(&dir.join("sandbox"), &state, MsFlags::empty())?;
 
-    let reserved = ["/dev/kvm", ROOTFS, STATE];
+    mount_proc_self(&new.join("proc"))?;
+
+    let reserved = ["/dev/kvm", ROOTFS, STATE, "/proc"];
     if reserved
         .iter()
         .any(|r| plan.program == *r || plan.program.starts_with(&format!("{r}/")))
@@ -118,6 +124,17 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
         | MsFlags::MS_NODEV
         | MsFlags::MS_NOEXEC;
     mount(NONE, "/", NONE, flags, NONE).map_err(IsolationError::sys("read-only remount of /"))
+}
+
+/// `/proc/self` at `dir/self`: a bind of this process's own directory of
+/// the host's procfs, and nothing else of /proc (the VMM is this process:
+/// `Sandbox::run` runs in it).
+fn mount_proc_self(dir: &Path) -> Result<(), IsolationError> {
+    let own = dir.join("self");
+    fs::create_dir_all(&own).map_err(IsolationError::io("mkdir proc/self"))?;
+    // The source is the magic link, resolved to /proc/<our pid>.
+    bind(Path::new("/proc/self"), &own, MsFlags::empty())?;
+    remount_ro(&own, MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC)
 }
 
 /// One of the config's mounts, inside the private view of the rootfs.
