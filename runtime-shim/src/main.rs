@@ -11,6 +11,7 @@ mod isolation;
 mod oci_log;
 mod plan;
 mod report;
+mod stack;
 mod timefmt;
 mod vmm_log;
 
@@ -125,6 +126,10 @@ fn dispatch(g: &Globals, command: &str, args: &[String]) -> Result<i32, CliError
 }
 
 fn main() -> ExitCode {
+    if let Err(msg) = stack::ensure() {
+        eprintln!("qrun: {msg}");
+        return ExitCode::from(1);
+    }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let g = match globals(&mut args) {
         Ok(Some(g)) => g,

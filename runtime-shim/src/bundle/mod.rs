@@ -77,7 +77,8 @@ pub fn load(bundle: &Path, id: &str) -> Result<Plan, BundleError> {
     let bundle = std::fs::canonicalize(bundle).map_err(|e| BundleError::Read(bundle.into(), e))?;
     let path = bundle.join("config.json");
     let text = read_config(&path)?;
-    from_text(&text, &path, &bundle, id)
+    // Parsing a Spec takes more stack than a small `ulimit -s` gives.
+    crate::stack::with_stack(|| from_text(&text, &path, &bundle, id))
 }
 
 /// Parses and checks the text of `config_path` (in the canonical
