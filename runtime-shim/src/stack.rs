@@ -62,11 +62,12 @@ pub fn with_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
         let f = slot.lock().ok().and_then(|mut g| g.take());
         f.map(|f| f())
     };
+    let run = &run;
     let out = std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("qrun-spec".into())
             .stack_size(WORK_STACK)
-            .spawn_scoped(s, &run);
+            .spawn_scoped(s, run);
         match spawned {
             Ok(handle) => handle
                 .join()

@@ -26,7 +26,10 @@ fn fails_in_one_line(what: &str, out: &Outcome, needle: &str) {
         1,
         "{what}: not one line: {err:?}"
     );
-    assert!(err.contains(needle), "{what}: expected {needle:?} in {err:?}");
+    assert!(
+        err.contains(needle),
+        "{what}: expected {needle:?} in {err:?}"
+    );
 }
 
 #[test]
@@ -62,7 +65,13 @@ fn errors_name_their_cause() {
 fn state_dir_parents_are_not_made() {
     let tmp = TempDir::new("sec-sd");
     let deep = tmp.join("a/b");
-    let out = run_qrun(&["do", "--state-dir", deep.to_str().expect("utf-8"), "--", "/bin/true"]);
+    let out = run_qrun(&[
+        "do",
+        "--state-dir",
+        deep.to_str().expect("utf-8"),
+        "--",
+        "/bin/true",
+    ]);
     fails_in_one_line("deep --state-dir", &out, "parent directory does not exist");
     assert!(!tmp.join("a").exists(), "a parent of --state-dir was made");
 }
@@ -100,7 +109,10 @@ fn a_killed_qrun_do_leaves_no_state_directory() {
         return;
     }
     let busybox = Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "/bin/busybox is missing (scripts/deps.sh)");
+    assert!(
+        busybox.is_file(),
+        "/bin/busybox is missing (scripts/deps.sh)"
+    );
     let tmp = TempDir::new("sec-kill");
     let mut first = qrun_do_in(tmp.path())
         .args(["--", "/bin/busybox", "sleep", "30"])
@@ -118,7 +130,10 @@ fn a_killed_qrun_do_leaves_no_state_directory() {
     }
     first.kill().expect("SIGKILL");
     first.wait().expect("wait");
-    assert!(!dirs_named(tmp.path(), &pid).is_empty(), "gone before the sweep");
+    assert!(
+        !dirs_named(tmp.path(), &pid).is_empty(),
+        "gone before the sweep"
+    );
 
     let out = qrun_do_in(tmp.path())
         .args(["--", "/bin/true"])
@@ -126,7 +141,10 @@ fn a_killed_qrun_do_leaves_no_state_directory() {
         .expect("second qrun do");
     assert!(out.status.success(), "{out:?}");
     let left = dirs_named(tmp.path(), &pid);
-    assert!(left.is_empty(), "the killed qrun do's state is left: {left:?}");
+    assert!(
+        left.is_empty(),
+        "the killed qrun do's state is left: {left:?}"
+    );
     // The second run cleaned up after itself too: only the per-user base
     // directory is left, empty.
     for base in std::fs::read_dir(tmp.path()).expect("tmp").flatten() {
@@ -137,7 +155,8 @@ fn a_killed_qrun_do_leaves_no_state_directory() {
 
 fn edit_config(bundle: &Path, f: impl FnOnce(&mut Value)) {
     let path = bundle.join("config.json");
-    let mut c: Value = serde_json::from_slice(&std::fs::read(&path).expect("config")).expect("JSON");
+    let mut c: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("config")).expect("JSON");
     f(&mut c);
     std::fs::write(&path, serde_json::to_vec(&c).expect("JSON")).expect("writing");
 }
@@ -200,7 +219,10 @@ fn unsupported_and_hostile_configs_are_refused_in_one_line() {
             "hostname \"a\\0b\" contains a NUL byte",
             Box::new(|c| c["hostname"] = json!("a\u{0}b")),
         ),
-        ("has no '='", Box::new(|c| c["process"]["env"] = json!(["JUSTNAME"]))),
+        (
+            "has no '='",
+            Box::new(|c| c["process"]["env"] = json!(["JUSTNAME"])),
+        ),
         (
             "invalid type: sequence, expected a string",
             Box::new(move |c| c["process"]["args"] = json!([deep.clone()])),
@@ -242,9 +264,20 @@ fn unsupported_and_hostile_configs_are_refused_in_one_line() {
     std::fs::write(b.join("config.json"), &good).expect("restore");
     let out = qrun_at(
         root.path(),
-        &["create", "--bundle", &bundle, "--console-socket", "/no/sock", "c"],
+        &[
+            "create",
+            "--bundle",
+            &bundle,
+            "--console-socket",
+            "/no/sock",
+            "c",
+        ],
     );
-    fails_in_one_line("console without terminal", &out, "process.terminal is false");
+    fails_in_one_line(
+        "console without terminal",
+        &out,
+        "process.terminal is false",
+    );
 }
 
 #[test]
@@ -283,7 +316,10 @@ fn the_longest_id_works_end_to_end() {
     assert_eq!(out.status, 0, "run --detach: {out:?}");
     wait_status(root.path(), &id, "running");
     let out = qrun_at(root.path(), &["kill", &id, "TERM"]);
-    assert_eq!(out.status, 0, "kill TERM through the control socket: {out:?}");
+    assert_eq!(
+        out.status, 0,
+        "kill TERM through the control socket: {out:?}"
+    );
     wait_status(root.path(), &id, "stopped");
     let out = qrun_at(root.path(), &["delete", &id]);
     assert_eq!(out.status, 0, "delete: {out:?}");
@@ -292,7 +328,10 @@ fn the_longest_id_works_end_to_end() {
 /// `qrun` under `prlimit --stack=LIMIT`, with the same cleared
 /// environment as the other helpers.
 fn qrun_with_stack(limit: &str, args: &[&str]) -> Outcome {
-    let mut all = vec![format!("--stack={limit}"), qrun().to_string_lossy().into_owned()];
+    let mut all = vec![
+        format!("--stack={limit}"),
+        qrun().to_string_lossy().into_owned(),
+    ];
     all.extend(args.iter().map(|a| a.to_string()));
     let out = Command::new("prlimit")
         .args(&all)
@@ -318,7 +357,11 @@ fn a_16k_stack_works_or_fails_clearly() {
         "16384",
         &["--root", root_s, "run", "--bundle", b.str(), "s1"],
     );
-    fails_in_one_line("hard 16 KiB", &out, "stack size limit (ulimit -s) is 16 KiB");
+    fails_in_one_line(
+        "hard 16 KiB",
+        &out,
+        "stack size limit (ulimit -s) is 16 KiB",
+    );
     // A 16 KiB soft limit under a higher hard limit: qrun works.
     let spec_dir = TempDir::new("sec-sts");
     let out = qrun_with_stack("16384:unlimited", &["spec", "--bundle", spec_dir.str()]);

@@ -57,8 +57,7 @@ fn seeds() -> Vec<Value> {
         {"destination": "/data", "type": "bind", "source": "data", "options": ["rbind", "ro"]},
         {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]},
     ]);
-    full["linux"]["resources"] =
-        json!({"memory": {"limit": 268435456}, "cpu": {"quota": 50000, "period": 100000},
+    full["linux"]["resources"] = json!({"memory": {"limit": 268435456}, "cpu": {"quota": 50000, "period": 100000},
                "pids": {"limit": 64}});
     full["linux"]["cgroupsPath"] = json!("qrun/fuzz");
     full["annotations"] = json!({"k": "v"});

@@ -196,7 +196,7 @@ mod tests {
                 "mount \"/proc/sys\"",
             ),
         ] {
-            let e = plan_of(serde_json::json!([m])).err().expect("refused");
+            let e = plan_of(serde_json::json!([m])).expect_err("refused");
             assert!(e.to_string().contains(want), "{e}");
         }
     }

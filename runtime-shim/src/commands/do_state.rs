@@ -184,7 +184,10 @@ mod tests {
         std::fs::write(reused.join("swap.qswap"), b"x").expect("write");
         let s = DoState::temporary_in(&tmp).expect("temporary");
         assert!(!reused.exists(), "stale directory kept");
-        assert!(live.exists() && other.exists(), "a live owner's or a foreign name removed");
+        assert!(
+            live.exists() && other.exists(),
+            "a live owner's or a foreign name removed"
+        );
         assert!(s.path().is_dir());
         let path = s.path().to_owned();
         drop(s);
