@@ -32,6 +32,15 @@ impl Rng {
     }
 }
 
+/// Removes the scratch bundle, also when an assertion fails.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A bundle directory whose rootfs holds `/bin/sh` (a regular file: the
 /// parser only resolves the program).
 fn bundle() -> PathBuf {
@@ -189,8 +198,8 @@ fn check(input: &str, path: &Path, bundle: &Path, what: &str) -> bool {
 
 #[test]
 fn mutated_configs_never_panic_and_fail_in_one_line() {
-    let dir = bundle();
-    let bundle = std::fs::canonicalize(&dir).expect("canonical");
+    let dir = Scratch(bundle());
+    let bundle = std::fs::canonicalize(&dir.0).expect("canonical");
     let path = bundle.join("config.json");
     let mut rng = Rng(0x5eed_cafe_f00d_0001);
     let (mut accepted, mut total) = (0, 0);
@@ -212,5 +221,4 @@ fn mutated_configs_never_panic_and_fail_in_one_line() {
         accepted > 0 && accepted < total,
         "{accepted} of {total} accepted"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
