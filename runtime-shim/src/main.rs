@@ -10,6 +10,8 @@ mod container;
 mod isolation;
 mod oci_log;
 mod plan;
+mod report;
+mod stack;
 mod timefmt;
 mod vmm_log;
 
@@ -123,23 +125,11 @@ fn dispatch(g: &Globals, command: &str, args: &[String]) -> Result<i32, CliError
     }
 }
 
-/// An error and its sources, `a: b: c`, skipping a source whose text the
-/// message already holds.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let text = s.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        src = s.source();
-    }
-    msg
-}
-
 fn main() -> ExitCode {
+    if let Err(msg) = stack::ensure() {
+        eprintln!("qrun: {msg}");
+        return ExitCode::from(1);
+    }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let g = match globals(&mut args) {
         Ok(Some(g)) => g,
@@ -160,7 +150,7 @@ fn main() -> ExitCode {
     match dispatch(&g, &command, &args[1..]) {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
-            let msg = chain(&e);
+            let msg = report::chain(&e);
             eprintln!("qrun {command}: {msg}");
             g.log.write("error", &format!("{command}: {msg}"));
             ExitCode::from(if matches!(e, CliError::Usage(_)) {

@@ -6,10 +6,15 @@
 //! program; `env`, `cwd`, `user`, `terminal`, `hostname` and
 //! `linux.namespaces` apply; `linux.resources` gives the cgroup limits and
 //! the memory limit sizes guest RAM; bind and tmpfs mounts are made in
-//! the sandbox's private view of the rootfs (proc, sysfs, devpts, mqueue
-//! and anything under /proc, /sys or /dev are the guest kernel's own);
-//! `linux.seccomp` is compiled for the guest kernel (`seccomp`).
+//! the sandbox's private view of the rootfs (see [`mounts`] for the ones
+//! the guest kernel provides and the ones refused). What qrun cannot do
+//! is refused with one line, never skipped. `linux.seccomp` is
+//! compiled for the guest kernel (`seccomp`).
 
+mod checks;
+#[cfg(test)]
+mod fuzz;
+mod mounts;
 pub mod resolve;
 mod seccomp;
 
@@ -19,7 +24,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use thiserror::Error;
 
-use crate::plan::{MountKind, MountPlan, Namespace, NsKind, Plan, Resources};
+use crate::plan::{Namespace, NsKind, Plan, Resources};
 
 /// Largest config.json read.
 const MAX_CONFIG: u64 = 4 << 20;
@@ -57,6 +62,16 @@ pub enum BundleError {
     Unsupported(String),
     #[error("config.json: {0}")]
     Invalid(String),
+    /// As runc: "cannot allocate tty if runc will detach without setting
+    /// console socket".
+    #[error(
+        "config.json: process.terminal is true but no --console-socket was given (qrun does not make a terminal of its own)"
+    )]
+    TerminalWithoutConsole,
+    /// As runc: "cannot use console socket if runc will not detach or
+    /// allocate tty".
+    #[error("--console-socket was given but config.json's process.terminal is false")]
+    ConsoleWithoutTerminal,
 }
 
 /// Reads `<bundle>/config.json` and plans the sandbox for container `id`.
@@ -64,9 +79,21 @@ pub fn load(bundle: &Path, id: &str) -> Result<Plan, BundleError> {
     let bundle = std::fs::canonicalize(bundle).map_err(|e| BundleError::Read(bundle.into(), e))?;
     let path = bundle.join("config.json");
     let text = read_config(&path)?;
-    let spec: Spec =
-        serde_json::from_str(&text).map_err(|e| BundleError::Parse(path.clone(), e.to_string()))?;
-    plan(&spec, &bundle, id)
+    // Parsing a Spec takes more stack than a small `ulimit -s` gives.
+    crate::stack::with_stack(|| from_text(&text, &path, &bundle, id))
+}
+
+/// Parses and checks the text of `config_path` (in the canonical
+/// directory `bundle`) and plans the sandbox.
+pub fn from_text(
+    text: &str,
+    config_path: &Path,
+    bundle: &Path,
+    id: &str,
+) -> Result<Plan, BundleError> {
+    let spec: Spec = serde_json::from_str(text)
+        .map_err(|e| BundleError::Parse(config_path.to_owned(), e.to_string()))?;
+    plan(&spec, bundle, id)
 }
 
 fn read_config(path: &Path) -> Result<String, BundleError> {
@@ -104,12 +131,14 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         .clone()
         .filter(|a| !a.is_empty())
         .ok_or(BundleError::Missing("process.args"))?;
+    checks::args(&argv)?;
     let env = process.env().clone().unwrap_or_default();
+    checks::env(&env)?;
     let cwd = process.cwd().to_string_lossy().into_owned();
-    if !cwd.starts_with('/') {
-        return Err(BundleError::Invalid(format!(
-            "process.cwd {cwd:?} is not absolute"
-        )));
+    checks::cwd(&cwd)?;
+    let hostname = spec.hostname().clone().filter(|h| !h.is_empty());
+    if let Some(h) = &hostname {
+        checks::hostname(h)?;
     }
     let program = resolve::program(&rootfs, &argv[0], &env, &cwd)
         .ok_or_else(|| BundleError::Program(argv[0].clone()))?;
@@ -128,14 +157,14 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         argv,
         env,
         cwd,
-        hostname: spec.hostname().clone().filter(|h| !h.is_empty()),
+        hostname,
         memory: guest_memory(memory_limit)?,
         uid: user.uid(),
         gid: user.gid(),
         additional_gids: user.additional_gids().clone().unwrap_or_default(),
         terminal: process.terminal().unwrap_or(false),
         namespaces: namespaces(spec)?,
-        mounts: mounts(spec, bundle)?,
+        mounts: mounts::plan(spec, bundle)?,
         resources: cgroup_resources(spec),
         cgroups_path: linux
             .and_then(|l| l.cgroups_path().as_ref())
@@ -197,57 +226,6 @@ fn namespaces(spec: &Spec) -> Result<Vec<Namespace>, BundleError> {
         out.push(Namespace {
             kind,
             path: ns.path().clone(),
-        });
-    }
-    Ok(out)
-}
-
-fn mounts(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
-    let mut out = Vec::new();
-    for m in spec.mounts().clone().unwrap_or_default() {
-        let destination = m.destination().to_string_lossy().into_owned();
-        if !destination.starts_with('/') {
-            return Err(BundleError::Invalid(format!(
-                "mount destination {destination:?} is not absolute"
-            )));
-        }
-        let guest_owned = ["/proc", "/sys", "/dev"]
-            .iter()
-            .any(|p| destination == *p || destination.starts_with(&format!("{p}/")));
-        let options = m.options().clone().unwrap_or_default();
-        let has = |o: &str| options.iter().any(|x| x == o);
-        let typ = m.typ().clone().unwrap_or_default();
-        let kind = if typ == "bind" || has("bind") || has("rbind") {
-            let source = bundle.join(m.source().clone().unwrap_or_default());
-            std::fs::metadata(&source)
-                .map_err(|e| BundleError::MountSource(destination.clone(), source.clone(), e))?;
-            MountKind::Bind {
-                source,
-                recursive: has("rbind"),
-            }
-        } else if typ == "tmpfs" {
-            MountKind::Tmpfs
-        } else {
-            continue;
-        };
-        if guest_owned {
-            continue;
-        }
-        let data: Vec<&str> = options
-            .iter()
-            .map(String::as_str)
-            .filter(|o| {
-                o.starts_with("size=") || o.starts_with("mode=") || o.starts_with("nr_inodes=")
-            })
-            .collect();
-        out.push(MountPlan {
-            destination,
-            kind,
-            readonly: has("ro"),
-            nosuid: has("nosuid"),
-            nodev: has("nodev"),
-            noexec: has("noexec"),
-            data: data.join(","),
         });
     }
     Ok(out)

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use qvisor::ctl::{Request, request};
 
+use crate::report;
+
 /// How long a request may take (a hibernation writes the whole memory).
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -22,7 +24,12 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    match request(Path::new(socket), req, TIMEOUT) {
+    let socket = Path::new(socket);
+    if let Some(why) = report::socket_path_problem(socket) {
+        eprintln!("qrun ctl: control socket {}: {why}", socket.display());
+        return 1;
+    }
+    match request(socket, req, TIMEOUT) {
         Ok(status) => {
             println!(
                 "{}",
@@ -31,7 +38,7 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("qrun ctl: {e}");
+            eprintln!("qrun ctl: {}", report::chain(&e));
             1
         }
     }

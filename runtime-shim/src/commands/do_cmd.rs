@@ -3,33 +3,53 @@
 
 use qvisor::{DEFAULT_MEMORY, Sandbox, SandboxConfig};
 
+use super::do_state::DoState;
 use super::size::parse_size;
+use crate::report;
 
 /// Runs `qrun do ARGS`; returns the exit status.
 pub fn run(args: &[String], debug: bool) -> i32 {
-    let config = match parse(args, debug) {
+    let mut config = match parse(args, debug) {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("qrun do: {msg}");
             return 2;
         }
     };
+    if let Some(sock) = &config.control_socket
+        && let Some(why) = report::socket_path_problem(sock)
+    {
+        eprintln!("qrun: control socket {}: {why}", sock.display());
+        return 1;
+    }
+    let state = match &config.state_dir {
+        Some(dir) => DoState::given(dir),
+        None => DoState::temporary(),
+    };
+    let state = match state {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qrun: {}", report::chain(&e));
+            return 1;
+        }
+    };
+    config.state_dir = Some(state.path().to_owned());
     let stats = config.stats;
     let start = std::time::Instant::now();
     match Sandbox::run(&config) {
-        Ok(report) => {
+        Ok(done) => {
             if stats {
                 eprintln!(
                     "qrun: status {} in {:.3} ms, {} host calls",
-                    report.status,
+                    done.status,
                     start.elapsed().as_secs_f64() * 1e3,
-                    report.host_calls
+                    done.host_calls
                 );
             }
-            report.status
+            done.status
         }
         Err(e) => {
-            eprintln!("qrun: {e}");
+            eprintln!("qrun: {}", report::chain(&e));
             e.exit_status()
         }
     }

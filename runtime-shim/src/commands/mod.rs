@@ -5,6 +5,7 @@ pub mod create;
 pub mod ctl;
 pub mod delete;
 pub mod do_cmd;
+mod do_state;
 pub mod features;
 pub mod kill;
 pub mod list;

@@ -27,11 +27,14 @@ pub fn run(args: &[String]) -> Result<i32, CliError> {
             path.display()
         )));
     }
-    let mut spec = Spec::default();
-    spec.set_hostname(Some("qrun".into()));
-    spec.set_version(crate::container::OCI_VERSION.into());
-    let text = serde_json::to_string_pretty(&spec)
-        .map_err(|e| CliError::Other(format!("encoding the spec: {e}")))?;
+    // A Spec takes more stack than a small `ulimit -s` gives.
+    let text = crate::stack::with_stack(|| {
+        let mut spec = Spec::default();
+        spec.set_hostname(Some("qrun".into()));
+        spec.set_version(crate::container::OCI_VERSION.into());
+        serde_json::to_string_pretty(&spec)
+    })
+    .map_err(|e| CliError::Other(format!("encoding the spec: {e}")))?;
     std::fs::write(&path, text + "\n")
         .map_err(|e| CliError::Other(format!("writing {}: {e}", path.display())))?;
     Ok(0)

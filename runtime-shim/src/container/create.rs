@@ -36,6 +36,11 @@ pub struct CreateOptions<'a> {
 pub fn create(o: &CreateOptions) -> Result<(Container, Child), ContainerError> {
     validate_id(o.id)?;
     let plan = bundle::load(o.bundle, o.id)?;
+    match (plan.terminal, o.console_socket) {
+        (true, None) => return Err(bundle::BundleError::TerminalWithoutConsole.into()),
+        (false, Some(_)) => return Err(bundle::BundleError::ConsoleWithoutTerminal.into()),
+        _ => {}
+    }
     std::fs::create_dir_all(o.root)
         .map_err(ContainerError::io(format!("making {}", o.root.display())))?;
     let dir = o.root.join(o.id);

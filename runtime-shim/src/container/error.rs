@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use super::MAX_ID;
 use super::lifecycle::IllegalMove;
 use super::signal::UnknownSignal;
 use crate::bundle::BundleError;
@@ -12,9 +13,13 @@ use crate::cgroup::CgroupError;
 #[derive(Debug, Error)]
 pub enum ContainerError {
     #[error(
-        "invalid container id {0:?}: use 1-1024 characters of [A-Za-z0-9_.+-], not starting with '.'"
+        "invalid container id {0:?}: use 1-{MAX_ID} characters of [A-Za-z0-9_.+-], not starting with '.'"
     )]
     InvalidId(String),
+    #[error(
+        "invalid container id: {0} characters is too long (at most {MAX_ID}: the id names a directory)"
+    )]
+    IdTooLong(usize),
     #[error("container {0} does not exist")]
     NotFound(String),
     #[error("container id {0} is already in use")]

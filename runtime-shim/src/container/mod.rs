@@ -10,6 +10,7 @@ pub mod process;
 pub mod signal;
 pub mod state_file;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -39,10 +40,19 @@ pub struct Container {
     pub state: StateFile,
 }
 
-/// Checks an id the way runc does: no path tricks, a sane charset.
+/// Longest container id: it is a directory name under the runtime root
+/// (`NAME_MAX`). runc has no limit of its own and fails at `mkdir` with
+/// "file name too long"; qrun says so before doing anything.
+pub const MAX_ID: usize = 255;
+
+/// Checks an id the way runc does: no path tricks, the charset
+/// `[A-Za-z0-9_.+-]` (and, stricter than runc, no leading '.'), at most
+/// [`MAX_ID`] bytes.
 pub fn validate_id(id: &str) -> Result<(), ContainerError> {
+    if id.len() > MAX_ID {
+        return Err(ContainerError::IdTooLong(id.len()));
+    }
     let ok = !id.is_empty()
-        && id.len() <= 1024
         && !id.starts_with('.')
         && id
             .bytes()
@@ -131,9 +141,21 @@ impl Container {
         timeout: Duration,
     ) -> Result<qvisor::ctl::Status, ContainerError> {
         use std::io::ErrorKind::{ConnectionRefused, NotFound};
+        // A socket address holds at most 107 bytes; a long root or id
+        // makes the socket's path longer: reach it through a descriptor
+        // of its directory instead (the kernel follows /proc's link).
+        let mut socket = self.ctl_socket();
+        let _dir;
+        if crate::report::socket_path_problem(&socket).is_some() {
+            let d = self.sandbox_dir();
+            let f = std::fs::File::open(&d)
+                .map_err(ContainerError::io(format!("opening {}", d.display())))?;
+            socket = format!("/proc/self/fd/{}/ctl.sock", f.as_raw_fd()).into();
+            _dir = f;
+        }
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         loop {
-            match qvisor::ctl::request(&self.ctl_socket(), req, timeout) {
+            match qvisor::ctl::request(&socket, req, timeout) {
                 Err(qvisor::ctl::CtlError::Io { source, .. })
                     if matches!(source.kind(), NotFound | ConnectionRefused)
                         && std::time::Instant::now() < deadline
@@ -206,8 +228,11 @@ mod tests {
         for ok in ["a", "ctr-1", "x_y.z+1"] {
             assert!(validate_id(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "a/b", ".hidden", "a b", "ü"] {
+        for bad in ["", ".", "..", "a/b", ".hidden", "a b", "ü", "a\0b"] {
             assert!(validate_id(bad).is_err(), "{bad}");
         }
+        assert!(validate_id(&"a".repeat(MAX_ID)).is_ok());
+        let e = validate_id(&"a".repeat(MAX_ID + 1)).expect_err("too long");
+        assert!(e.to_string().contains("256 characters is too long"), "{e}");
     }
 }

@@ -76,7 +76,7 @@ pub fn init(dir: &Path, sync_fd: i32, debug: bool) -> i32 {
     let plan = match prepare(dir) {
         Ok(p) => p,
         Err(e) => {
-            let _ = writeln!(sync, "error: {e}");
+            let _ = writeln!(sync, "error: {}", crate::report::chain(&e));
             return 1;
         }
     };
@@ -124,7 +124,7 @@ fn wait_for_start(state: &Path) -> std::io::Result<()> {
 
 fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
     if let Err(e) = seccomp::apply() {
-        eprintln!("qrun: {e}");
+        eprintln!("qrun: {}", crate::report::chain(&e));
         return 1;
     }
     let mut config = qvisor::SandboxConfig::new(plan.argv.clone());
@@ -146,7 +146,7 @@ fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {
-            eprintln!("qrun: {e}");
+            eprintln!("qrun: {}", crate::report::chain(&e));
             e.exit_status()
         }
     }

@@ -1,0 +1,210 @@
+//! The config's `mounts`: which ones qrun makes, which ones the guest
+//! kernel already provides, and which ones it refuses.
+//!
+//! What a normal container's config holds (runc's and `qrun spec`'s
+//! default, Docker, containerd, podman, Kubernetes):
+//! ```text
+//! /proc           proc      } the guest kernel's own file systems: the
+//! /dev            tmpfs     } program sees the guest's /proc, /sys and
+//! /dev/pts        devpts    } /dev, never the host's, so these mounts
+//! /dev/shm        tmpfs/bind} describe what the guest provides already
+//! /dev/mqueue     mqueue    } and are accepted without anything to do
+//! /sys            sysfs     } (/dev/shm is a bind of a fresh shm tmpfs
+//! /sys/fs/cgroup  cgroup(2) } under Docker and podman: same meaning)
+//! anything else   bind      made: a bind mount in the sandbox's view
+//! anything else   tmpfs     made: a tmpfs in the sandbox's view
+//! ```
+//! Everything else is refused with one line naming the mount: another
+//! file system type (runc would mount it; qrun cannot, the guest sees only
+//! the rootfs view), one of the kernel file systems above at another
+//! place, and any other mount under /proc, /sys or /dev (the host's files
+//! there would be hidden behind the guest's own, e.g. Kubernetes'
+//! `/dev/termination-log` bind: a write there would never reach the host).
+
+use std::path::{Component, Path};
+
+use oci_spec::runtime::Spec;
+
+use super::BundleError;
+use crate::plan::{MountKind, MountPlan};
+
+/// Kernel file systems the guest provides, by type, at the places a
+/// container config puts them.
+const GUEST_OWNED: &[(&str, &str)] = &[
+    ("proc", "/proc"),
+    ("tmpfs", "/dev"),
+    ("devpts", "/dev/pts"),
+    ("tmpfs", "/dev/shm"),
+    ("bind", "/dev/shm"),
+    ("mqueue", "/dev/mqueue"),
+    ("sysfs", "/sys"),
+    ("cgroup", "/sys/fs/cgroup"),
+    ("cgroup2", "/sys/fs/cgroup"),
+];
+
+/// Where the guest kernel's own file systems are.
+const GUEST_TREES: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// The mounts qrun makes, in config order.
+pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
+    let mut out = Vec::new();
+    for m in spec.mounts().as_deref().unwrap_or_default() {
+        let raw = m.destination().to_string_lossy();
+        let destination = clean(&raw)?;
+        let options = m.options().as_deref().unwrap_or_default();
+        let has = |o: &str| options.iter().any(|x| x == o);
+        let typ = m.typ().as_deref().unwrap_or_default();
+        let is_bind = typ == "bind" || has("bind") || has("rbind");
+        let kind_name = if is_bind { "bind" } else { typ };
+        let refuse = |why: &str| {
+            BundleError::Unsupported(format!(
+                "mount {destination:?} (type {:?}): {why}",
+                if typ.is_empty() { kind_name } else { typ }
+            ))
+        };
+        if destination == "/" {
+            return Err(refuse("a mount over the root is not supported"));
+        }
+        if GUEST_OWNED.contains(&(kind_name, destination.as_str())) {
+            continue;
+        }
+        if GUEST_TREES
+            .iter()
+            .any(|t| destination == *t || destination.starts_with(&format!("{t}/")))
+        {
+            return Err(refuse(
+                "the guest kernel provides /proc, /sys and /dev itself",
+            ));
+        }
+        let kind = if is_bind {
+            let source = bundle.join(m.source().clone().unwrap_or_default());
+            std::fs::metadata(&source)
+                .map_err(|e| BundleError::MountSource(destination.clone(), source.clone(), e))?;
+            MountKind::Bind {
+                source,
+                recursive: has("rbind"),
+            }
+        } else if typ == "tmpfs" {
+            MountKind::Tmpfs
+        } else if GUEST_OWNED.iter().any(|(t, _)| *t == typ) {
+            return Err(refuse("only supported at its usual place"));
+        } else {
+            return Err(refuse("this file system type"));
+        };
+        let data: Vec<&str> = options
+            .iter()
+            .map(String::as_str)
+            .filter(|o| {
+                o.starts_with("size=") || o.starts_with("mode=") || o.starts_with("nr_inodes=")
+            })
+            .collect();
+        out.push(MountPlan {
+            destination,
+            kind,
+            readonly: has("ro"),
+            nosuid: has("nosuid"),
+            nodev: has("nodev"),
+            noexec: has("noexec"),
+            data: data.join(","),
+        });
+    }
+    Ok(out)
+}
+
+/// An absolute destination, lexically cleaned (`//`, `.`, `..` and a
+/// trailing `/` gone, as runc's `filepath.Clean`).
+fn clean(dest: &str) -> Result<String, BundleError> {
+    if !dest.starts_with('/') {
+        return Err(BundleError::Invalid(format!(
+            "mount destination {dest:?} is not absolute"
+        )));
+    }
+    if dest.contains('\0') {
+        return Err(BundleError::Invalid(format!(
+            "mount destination {dest:?} contains a NUL byte"
+        )));
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for c in Path::new(dest).components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_str().unwrap_or_default()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    Ok(format!("/{}", parts.join("/")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_with(mounts: serde_json::Value) -> Spec {
+        let mut v = serde_json::to_value(Spec::default()).expect("spec JSON");
+        v["mounts"] = mounts;
+        serde_json::from_value(v).expect("a spec")
+    }
+
+    fn plan_of(mounts: serde_json::Value) -> Result<Vec<MountPlan>, BundleError> {
+        plan(&spec_with(mounts), Path::new("/"))
+    }
+
+    #[test]
+    fn the_default_mounts_are_the_guests() {
+        let planned = plan(&Spec::default(), Path::new("/")).expect("default mounts");
+        assert!(planned.is_empty(), "{planned:?}");
+    }
+
+    #[test]
+    fn docker_style_mounts() {
+        let planned = plan_of(serde_json::json!([
+            {"destination": "/dev/shm", "type": "bind", "source": "/tmp", "options": ["rbind"]},
+            {"destination": "/sys/fs/cgroup", "type": "cgroup2", "source": "cgroup"},
+            {"destination": "/etc/hostname", "type": "bind", "source": "/etc/hostname",
+             "options": ["rbind", "rprivate"]},
+            {"destination": "/tmp/", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]},
+        ]))
+        .expect("accepted");
+        let dests: Vec<&str> = planned.iter().map(|m| m.destination.as_str()).collect();
+        assert_eq!(dests, ["/etc/hostname", "/tmp"]);
+    }
+
+    #[test]
+    fn unsupported_mounts_are_refused() {
+        for (m, want) in [
+            (
+                serde_json::json!({"destination": "/data", "type": "nfs", "source": "srv:/x"}),
+                "mount \"/data\" (type \"nfs\")",
+            ),
+            (
+                serde_json::json!({"destination": "/mnt/proc", "type": "proc", "source": "proc"}),
+                "only supported at its usual place",
+            ),
+            (
+                serde_json::json!({"destination": "/dev/termination-log", "type": "bind",
+                                   "source": "/etc/hostname", "options": ["rbind"]}),
+                "provides /proc, /sys and /dev itself",
+            ),
+            (
+                serde_json::json!({"destination": "/x", "source": "y"}),
+                "mount \"/x\"",
+            ),
+            (
+                serde_json::json!({"destination": "/x/../proc/sys", "type": "tmpfs"}),
+                "mount \"/proc/sys\"",
+            ),
+        ] {
+            let e = plan_of(serde_json::json!([m])).expect_err("refused");
+            assert!(e.to_string().contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn destinations_are_cleaned() {
+        assert_eq!(clean("//a/./b/../c/").ok().as_deref(), Some("/a/c"));
+        assert_eq!(clean("/..").ok().as_deref(), Some("/"));
+        assert!(clean("rel").is_err());
+    }
+}
