@@ -23,7 +23,15 @@ pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
         path: path.to_string(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?
+    };
     let bad = |reason| VmmError::BadProgram {
         path: path.to_string(),
         reason,
@@ -125,6 +133,11 @@ pub fn launch_in(
         let text = |b: &[u8]| {
             String::from_utf8(b.to_vec()).map_err(|_| who.bad("#! line is not UTF-8".into()))
         };
+        if sb.interp.is_empty() {
+            // `#!` then a NUL: Linux opens "" (the cwd, a directory) and
+            // fails with EACCES.
+            return Err(who.bad("#! line names an empty interpreter (Permission denied)".into()));
+        }
         let interp = text(sb.interp)?;
         let mut head = vec![interp.clone()];
         if let Some(arg) = sb.arg {
@@ -189,7 +202,8 @@ fn elf_images(
     })
 }
 
-/// Opens `path` (absolute, or relative to `cwd`) read-only inside `root`.
+/// Opens `path` (absolute, or relative to `cwd`) read-only inside `root`,
+/// without waiting: a FIFO opens at once ([`read_capped`] refuses it).
 fn open_in(root: &Rootfs, path: &[u8], cwd: &str) -> Result<std::fs::File, std::io::Error> {
     let full = if path.first() == Some(&b'/') {
         path.to_vec()
@@ -199,7 +213,7 @@ fn open_in(root: &Rootfs, path: &[u8], cwd: &str) -> Result<std::fs::File, std::
         full.extend_from_slice(path);
         full
     };
-    root.open_at(&full, libc::O_RDONLY, 0)
+    root.open_at(&full, libc::O_RDONLY | libc::O_NONBLOCK, 0)
         .map(std::fs::File::from)
         .map_err(std::io::Error::from_raw_os_error)
 }
@@ -233,6 +247,13 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
     if meta.is_dir() {
         return Err(ReadError::Bad("is a directory".into()));
     }
+    if !meta.is_file() {
+        // Linux's execve: EACCES for anything but a regular file.
+        return Err(ReadError::Bad(format!(
+            "is {}, not a regular file (Permission denied)",
+            file_kind(meta.mode())
+        )));
+    }
     // SAFETY: these getters have no preconditions and cannot fail.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     if !qlib::exec_perm::may_exec(meta.mode(), (meta.uid(), meta.gid()), euid, egid) {
@@ -253,6 +274,18 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
         return Err(ReadError::Bad("too large".into()));
     }
     Ok(image)
+}
+
+/// "a FIFO", "a socket" … for the file type bits of `mode`.
+fn file_kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFDIR => "a directory",
+        _ => "a special file",
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! ([`fds::HostFds`]).
 
 mod fds;
+mod fifo;
 mod files;
 mod net;
 mod sys;
