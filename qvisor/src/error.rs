@@ -14,6 +14,13 @@ pub enum VmmError {
     /// The requested memory size is outside what the guest supports.
     #[error("memory size {0} bytes is out of range ({1}..={2})")]
     MemorySize(u64, u64, u64),
+    /// Guest RAM too small for the kernel, the program and its arguments.
+    #[error(
+        "--memory {} MiB is too small: this program needs at least {} MiB (guest kernel, program image, arguments and environment, and 4 MiB to run in)",
+        .0 >> 20,
+        .1 >> 20
+    )]
+    MemoryTooSmall(u64, u64),
     /// The embedded guest kernel image is unusable (a build problem).
     #[error("bad guest kernel image: {0}")]
     KernelImage(&'static str),
