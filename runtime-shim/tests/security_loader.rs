@@ -146,7 +146,11 @@ fn qrun_within(args: &[&str], limit: Duration) -> (i32, String) {
 fn refused(args: &[&str], want: i32, needles: &[&str]) {
     let (status, err) = qrun_within(args, PROMPT);
     assert_eq!(status, want, "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err:?}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "{args:?}: one line expected: {err:?}"
+    );
     for n in needles {
         assert!(err.contains(n), "{args:?}: {n:?} not in {err:?}");
     }
@@ -167,11 +171,7 @@ fn fifo_program_script_or_interpreter_is_refused_at_once() {
     elf.interp = Some(s(&fifo).into());
     write_exec(&dynamic, &elf.bytes());
     for prog in [&fifo, &script, &dynamic] {
-        refused(
-            &["do", "--", s(prog)],
-            126,
-            &["FIFO", "Permission denied"],
-        );
+        refused(&["do", "--", s(prog)], 126, &["FIFO", "Permission denied"]);
     }
     // Natively the same three are EACCES.
     for prog in [&fifo, &script, &dynamic] {
@@ -372,7 +372,10 @@ fn fifo_config_json_or_namespace_path_is_refused_at_once() {
         );
         assert_ne!(status, 0, "{cmd}: {err}");
         assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
-        assert!(err.contains("config.json: not a regular file"), "{cmd}: {err}");
+        assert!(
+            err.contains("config.json: not a regular file"),
+            "{cmd}: {err}"
+        );
     }
 }
 
@@ -401,7 +404,12 @@ fn loader_refusals_say_why_in_one_line() {
         bss: 1 << 30,
         ..Elf::exec(0x40_0000)
     };
-    run("bss", &big_bss, &["--memory", "64M"], &["out of guest memory"]);
+    run(
+        "bss",
+        &big_bss,
+        &["--memory", "64M"],
+        &["out of guest memory"],
+    );
     let limit = ["above the highest address a program may use"];
     run("stack", &Elf::exec(0x7fff_fff0_0000), &[], &limit);
     run("stub", &Elf::exec(0x7fff_ffff_e000), &[], &limit);

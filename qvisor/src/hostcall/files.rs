@@ -51,7 +51,8 @@ impl HostCalls<'_> {
         let guest_nonblock = guest & libc::O_NONBLOCK != 0;
         // Status flags the guest keeps (O_NONBLOCK) or that would hand the
         // host's terminal to the guest (O_NOCTTY is implied) are dropped.
-        let flags = (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY;
+        let flags =
+            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY;
         let accmode = flags & libc::O_ACCMODE;
         let fd = match self.root.open_at(path, flags | libc::O_NONBLOCK, mode) {
             Ok(fd) => fd,
