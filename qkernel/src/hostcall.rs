@@ -74,6 +74,14 @@ pub fn exit(status: i32) -> ! {
     unreachable_halt()
 }
 
+/// Ends the sandbox with `status` before the program ran, the VMM
+/// printing `reason` (one line) on its stderr.
+pub fn exit_with_reason(status: i32, reason: &str) -> ! {
+    let (gpa, len) = buf(reason.as_bytes());
+    raw_call(Call::Exit, [status as u64, gpa, len, 0, 0, 0]);
+    unreachable_halt()
+}
+
 /// A fatal boot error: reported to the VMM, which stops the sandbox.
 pub fn boot_error(msg: &str) -> ! {
     let (gpa, len) = buf(msg.as_bytes());

@@ -64,13 +64,76 @@ pub struct Entry {
 pub enum LoadError {
     /// The image is not a runnable static ELF.
     Elf(elf::ElfError),
-    /// Out of memory or arguments too large.
+    /// The loader cannot place it (see [`Refusal`]).
+    Refused(Refusal),
+    /// Another failure (mapping the return page).
     Errno(Errno),
+}
+
+/// Why a parsed program cannot be placed, for a one-line message.
+#[derive(Debug, Clone, Copy)]
+pub enum Refusal {
+    /// Its segments (at the load bias) end at `end`, above [`IMAGE_LIMIT`]
+    /// (the `mmap` area, the stack and the return page lie there).
+    AboveLimit {
+        /// The interpreter's segments, not the program's.
+        interp: bool,
+        /// End (exclusive) of the segments, or `u64::MAX` on overflow.
+        end: u64,
+    },
+    /// The interpreter's segments overlap the program's.
+    InterpOverlap,
+    /// Guest memory ran out while mapping `what`.
+    NoMemory(&'static str),
+    /// argv and envp do not fit the stack.
+    ArgsTooBig,
+}
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Elf(e) => write!(f, "{e}"),
+            Self::Refused(r) => write!(f, "{r}"),
+            Self::Errno(e) => write!(f, "cannot map the program ({e:?})"),
+        }
+    }
+}
+
+impl core::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::AboveLimit { interp, end } => {
+                let who = if interp { "the interpreter's" } else { "its" };
+                if end == u64::MAX {
+                    write!(f, "{who} segments overflow the address space")
+                } else {
+                    write!(
+                        f,
+                        "{who} segments end at {end:#x}, above the highest address a program may use ({IMAGE_LIMIT:#x})"
+                    )
+                }
+            }
+            Self::InterpOverlap => f.write_str("the interpreter's segments overlap the program's"),
+            Self::NoMemory(what) => write!(
+                f,
+                "out of guest memory for {what} (give the sandbox more memory)"
+            ),
+            Self::ArgsTooBig => f.write_str(
+                "arguments and environment do not fit the 8 MiB stack (Argument list too long)",
+            ),
+        }
+    }
 }
 
 impl From<Errno> for LoadError {
     fn from(e: Errno) -> Self {
         Self::Errno(e)
+    }
+}
+
+impl From<Refusal> for LoadError {
+    fn from(r: Refusal) -> Self {
+        Self::Refused(r)
     }
 }
 
@@ -102,24 +165,30 @@ fn map_image(
     image: &[u8],
     info: &elf::ElfInfo,
     bias: u64,
+    interp: bool,
 ) -> Result<u64, LoadError> {
+    let above = |end| Refusal::AboveLimit { interp, end };
     let lo = page_down(info.min_vaddr)
         .checked_add(bias)
-        .ok_or(Errno::ENOMEM)?;
-    let hi = info
-        .max_vaddr
-        .checked_add(bias)
-        .and_then(page_up)
+        .ok_or(above(u64::MAX))?;
+    let end = info.max_vaddr.checked_add(bias).and_then(page_up);
+    let hi = end
         .filter(|&hi| hi <= IMAGE_LIMIT)
-        .ok_or(Errno::ENOMEM)?;
+        .ok_or(above(end.unwrap_or(u64::MAX)))?;
     if mm.vmas.overlaps(lo, hi) {
-        return Err(Errno::ENOMEM.into());
+        return Err(Refusal::InterpOverlap.into());
     }
+    let what = if interp {
+        "the interpreter's segments"
+    } else {
+        "the program's segments"
+    };
+    let oom = |_| Refusal::NoMemory(what);
     let mut top = 0;
     for seg in info.segments() {
         // In range: `lo <= vaddr + bias` and `vaddr + memsz + bias <= hi`.
         let start = page_down(seg.vaddr + bias);
-        let end = page_up(seg.vaddr + bias + seg.memsz).ok_or(Errno::ENOMEM)?;
+        let end = page_up(seg.vaddr + bias + seg.memsz).ok_or(above(u64::MAX))?;
         let mut prot = 0;
         if seg.flags.read {
             prot |= PROT_READ;
@@ -136,10 +205,10 @@ fn map_image(
         for v in shared {
             mm.vmas.protect(v.start, v.end, v.prot | prot);
         }
-        mm.populate(start, end)?;
+        mm.populate(start, end).map_err(oom)?;
         let file = image
             .get(seg.file_offset as usize..(seg.file_offset + seg.filesz) as usize)
-            .ok_or(Errno::ENOEXEC)?;
+            .ok_or(LoadError::Errno(Errno::ENOEXEC))?;
         poke(mm, seg.vaddr + bias, file)?;
         top = top.max(end);
     }
@@ -148,12 +217,15 @@ fn map_image(
 
 /// The load bias of an `ET_DYN` image placed at `base` (rounded up to its
 /// alignment); 0 for `ET_EXEC`.
-fn dyn_bias(info: &elf::ElfInfo, base: u64) -> Result<u64, Errno> {
+fn dyn_bias(info: &elf::ElfInfo, base: u64, interp: bool) -> Result<u64, Refusal> {
     match info.e_type {
         ElfType::Dyn => base
             .checked_next_multiple_of(info.max_align)
             .and_then(|b| b.checked_sub(page_down(info.min_vaddr)))
-            .ok_or(Errno::ENOMEM),
+            .ok_or(Refusal::AboveLimit {
+                interp,
+                end: u64::MAX,
+            }),
         ElfType::Exec => Ok(0),
     }
 }
@@ -194,12 +266,12 @@ pub fn load_fresh(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadErro
 /// Loads `exec` into `mm`; returns the entry state.
 pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
     let (info, interp) = vet(exec.image, exec.interp).map_err(LoadError::Elf)?;
-    let bias = dyn_bias(&info, ET_DYN_BASE)?;
-    let top = map_image(mm, exec.image, &info, bias)?;
+    let bias = dyn_bias(&info, ET_DYN_BASE, false)?;
+    let top = map_image(mm, exec.image, &info, bias, false)?;
     let (at_base, rip) = match &interp {
         Some((image, iinfo)) => {
-            let ibias = dyn_bias(iinfo, INTERP_BASE)?;
-            map_image(mm, image, iinfo, ibias)?;
+            let ibias = dyn_bias(iinfo, INTERP_BASE, true)?;
+            map_image(mm, image, iinfo, ibias, true)?;
             (ibias, iinfo.entry + ibias)
         }
         None => (0, info.entry + bias),
@@ -214,7 +286,8 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
         PROT_READ | PROT_WRITE,
         VmaKind::Stack,
     );
-    mm.populate(STACK_TOP - STACK_PREFAULT, STACK_TOP)?;
+    mm.populate(STACK_TOP - STACK_PREFAULT, STACK_TOP)
+        .map_err(|_| Refusal::NoMemory("the stack"))?;
 
     let phdr = info.phdr_vaddr.map_or(0, |p| p + bias);
     let hwcap = u64::from(arch::cpuid(1).3);
@@ -250,11 +323,11 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
             Ok(rsp) => break (buf, rsp),
             // argv + envp may take a quarter of the 8 MiB stack.
             Err(_) if size < 4 << 20 => size *= 4,
-            Err(_) => return Err(Errno::E2BIG.into()),
+            Err(_) => return Err(Refusal::ArgsTooBig.into()),
         }
     };
     let used = (STACK_TOP - rsp) as usize;
     let tail = &buf[buf.len() - used..];
-    uaccess::copy_out(mm, rsp, tail)?;
+    uaccess::copy_out(mm, rsp, tail).map_err(|_| Refusal::NoMemory("the stack"))?;
     Ok(Entry { rip, rsp })
 }

@@ -60,7 +60,7 @@ mod kernel {
     use qlib::layout::{BOOT_INFO_GPA, KERNEL_BASE};
 
     use crate::arch::{self, platform};
-    use crate::loader::{self, Exec, LoadError};
+    use crate::loader::{self, Exec};
     use crate::mm::{self, addr_space::AddrSpace, gpa_to_kva, kva_to_gpa};
     use crate::process::{self, PROCESS, Process};
     use crate::{hostcall, klog, random, time, trap};
@@ -152,13 +152,10 @@ mod kernel {
         };
         let entry = match loader::load_fresh(&mut mm, &exec) {
             Ok(e) => e,
-            Err(LoadError::Elf(e)) => {
-                log::error!("cannot run the program: {e}");
-                hostcall::exit(126)
-            }
-            Err(LoadError::Errno(e)) => {
-                log::error!("cannot load the program: {e:?}");
-                hostcall::exit(126)
+            Err(e) => {
+                // One line on the host's stderr, as the VMM's own refusals.
+                let name = core::str::from_utf8(execfn).unwrap_or("the program");
+                hostcall::exit_with_reason(126, &alloc::format!("{name}: {e}"))
             }
         };
         let cwd =

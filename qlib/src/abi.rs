@@ -63,7 +63,9 @@ const _: () = assert!(core::mem::offset_of!(ControlPage, signals) == 8);
 pub enum Call {
     /// `args[0]` = ABI version of the guest, `args[1]` = GPA of a [`HelloReply`].
     Hello = 1,
-    /// The program ended. `args[0]` = exit status as a shell reports it.
+    /// The program ended. `args[0]` = exit status as a shell reports it;
+    /// `args[1]`, `args[2]` = GPA and length of a one-line reason the
+    /// program could not start, which the VMM prints (length 0: none).
     Exit = 2,
     /// `writev` to a host stdio fd: `args[0]` = fd (1 or 2), `args[1]` = GPA
     /// of an [`IoVec`] array, `args[2]` = its length.

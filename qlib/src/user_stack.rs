@@ -78,9 +78,9 @@ pub const AT_SYSINFO_EHDR: u64 = 33;
 pub const AT_MINSIGSTKSZ: u64 = 51;
 
 /// Cap on the argument and environment strings (NULs included) plus their
-/// pointers, like Linux's limit of a quarter of an 8 MiB stack rlimit
-/// (made smaller here).
-pub const MAX_ARG_BYTES: usize = 256 * 1024;
+/// pointers: Linux's limit of a quarter of an 8 MiB stack rlimit, the
+/// limit the guest's `execve` checks too.
+pub const MAX_ARG_BYTES: usize = 2 << 20;
 
 /// Size of the end marker at the very top of the stack.
 const END_MARKER: usize = 8;

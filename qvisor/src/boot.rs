@@ -79,6 +79,58 @@ pub fn load_kernel(ram: &GuestRam, image: &[u8]) -> Result<u64, VmmError> {
     Ok(entry)
 }
 
+/// End (exclusive) of the guest-physical memory the kernel image uses
+/// (its segments, bss included).
+pub fn kernel_end(image: &[u8]) -> Result<u64, VmmError> {
+    let bad = VmmError::KernelImage;
+    let at = |o: usize, n: usize| -> Result<u64, VmmError> {
+        let b = image.get(o..o + n).ok_or(bad("truncated"))?;
+        let mut v = [0u8; 8];
+        v[..n].copy_from_slice(b);
+        Ok(u64::from_le_bytes(v))
+    };
+    let (phoff, phentsize, phnum) = (at(32, 8)? as usize, at(54, 2)? as usize, at(56, 2)?);
+    let mut end = KERNEL_LOAD_GPA;
+    for i in 0..phnum as usize {
+        let ph = phoff + i * phentsize;
+        if at(ph, 4)? == 1 {
+            let seg_end = at(ph + 24, 8)?.checked_add(at(ph + 40, 8)?);
+            end = end.max(seg_end.ok_or(bad("segment outside guest RAM"))?);
+        }
+    }
+    Ok(end)
+}
+
+/// The smallest guest RAM that runs `program` with the kernel `image`:
+/// the kernel, one 4 MiB chunk of user memory (the kernel hands out user
+/// pages by chunk) and the boot data (program, interpreter, argv, envp …),
+/// rounded up to a MiB.
+pub fn min_memory(image: &[u8], program: &Program<'_>) -> Result<u64, VmmError> {
+    let chunk = qlib::bitmap_alloc::CHUNK_SIZE as u64;
+    let pool_start = kernel_end(image)?.next_multiple_of(chunk);
+    let min = pool_start + chunk + boot_data_size(program);
+    Ok(min.next_multiple_of(1 << 20))
+}
+
+/// Bytes [`write_boot_info`] places at the top of guest RAM.
+fn boot_data_size(program: &Program<'_>) -> u64 {
+    let strings = |v: &[String]| v.iter().map(|s| s.len() as u64 + 1).sum::<u64>();
+    [
+        program.image.len() as u64,
+        program.interp.len() as u64,
+        strings(program.argv),
+        strings(program.envp),
+        program.execfn.len() as u64 + 1,
+        program.cwd.len() as u64,
+        program.hostname.len() as u64,
+        program.exe.len() as u64,
+        program.seccomp.len() as u64,
+    ]
+    .iter()
+    .map(|n| n.next_multiple_of(PAGE_SIZE))
+    .sum()
+}
+
 /// Builds the boot page tables: the direct map and the kernel-image map of
 /// all guest RAM with 2 MiB pages, U=1 (PLATFORM.md). The user PGD (the
 /// kernel PGD + 4 KiB) starts empty. Returns the kernel PGD's GPA.

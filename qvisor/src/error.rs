@@ -17,6 +17,13 @@ pub enum VmmError {
     /// The seccomp filter handed to the sandbox is malformed.
     #[error(transparent)]
     Seccomp(qlib::seccomp::FilterError),
+    /// Guest RAM too small for the kernel, the program and its arguments.
+    #[error(
+        "--memory {} MiB is too small: this program needs at least {} MiB (guest kernel, program image, arguments and environment, and 4 MiB to run in)",
+        .0 >> 20,
+        .1 >> 20
+    )]
+    MemoryTooSmall(u64, u64),
     /// The embedded guest kernel image is unusable (a build problem).
     #[error("bad guest kernel image: {0}")]
     KernelImage(&'static str),

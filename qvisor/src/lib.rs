@@ -125,6 +125,21 @@ impl Sandbox {
             .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
         let launch = program::launch_in(&root, &config.program, &config.argv, &config.cwd)?;
         let images = &launch.images;
+        let program = Program {
+            image: &images.program,
+            interp: images.interp.as_deref().unwrap_or(&[]),
+            argv: &launch.argv,
+            envp: &config.env,
+            execfn: &config.program,
+            exe: &launch.exe,
+            cwd: &config.cwd,
+            hostname: &config.hostname,
+            seccomp: &config.seccomp,
+        };
+        let min = boot::min_memory(KERNEL_IMAGE, &program)?;
+        if config.memory < min {
+            return Err(VmmError::MemoryTooSmall(config.memory, min));
+        }
         ignore_sigpipe_and_umask();
         let kvm = Kvm::new().map_err(VmmError::Kvm)?;
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
@@ -142,17 +157,6 @@ impl Sandbox {
 
         let entry = boot::load_kernel(&ram, KERNEL_IMAGE)?;
         let cr3 = boot::build_page_tables(&ram)?;
-        let program = Program {
-            image: &images.program,
-            interp: images.interp.as_deref().unwrap_or(&[]),
-            argv: &launch.argv,
-            envp: &config.env,
-            execfn: &config.program,
-            exe: &launch.exe,
-            cwd: &config.cwd,
-            hostname: &config.hostname,
-            seccomp: &config.seccomp,
-        };
         boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
 
         let mut vcpu = vm.create_vcpu(0).map_err(VmmError::Kvm)?;

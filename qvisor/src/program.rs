@@ -23,7 +23,15 @@ pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
         path: path.to_string(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?
+    };
     let bad = |reason| VmmError::BadProgram {
         path: path.to_string(),
         reason,
@@ -125,6 +133,11 @@ pub fn launch_in(
         let text = |b: &[u8]| {
             String::from_utf8(b.to_vec()).map_err(|_| who.bad("#! line is not UTF-8".into()))
         };
+        if sb.interp.is_empty() {
+            // `#!` then a NUL: Linux opens "" (the cwd, a directory) and
+            // fails with EACCES.
+            return Err(who.bad("#! line names an empty interpreter (Permission denied)".into()));
+        }
         let interp = text(sb.interp)?;
         let mut head = vec![interp.clone()];
         if let Some(arg) = sb.arg {
@@ -189,7 +202,8 @@ fn elf_images(
     })
 }
 
-/// Opens `path` (absolute, or relative to `cwd`) read-only inside `root`.
+/// Opens `path` (absolute, or relative to `cwd`) read-only inside `root`,
+/// without waiting: a FIFO opens at once ([`read_capped`] refuses it).
 fn open_in(root: &Rootfs, path: &[u8], cwd: &str) -> Result<std::fs::File, std::io::Error> {
     let full = if path.first() == Some(&b'/') {
         path.to_vec()
@@ -199,7 +213,7 @@ fn open_in(root: &Rootfs, path: &[u8], cwd: &str) -> Result<std::fs::File, std::
         full.extend_from_slice(path);
         full
     };
-    root.open_at(&full, libc::O_RDONLY, 0)
+    root.open_at(&full, libc::O_RDONLY | libc::O_NONBLOCK, 0)
         .map(std::fs::File::from)
         .map_err(std::io::Error::from_raw_os_error)
 }
@@ -233,6 +247,13 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
     if meta.is_dir() {
         return Err(ReadError::Bad("is a directory".into()));
     }
+    if !meta.is_file() {
+        // Linux's execve: EACCES for anything but a regular file.
+        return Err(ReadError::Bad(format!(
+            "is {}, not a regular file (Permission denied)",
+            file_kind(meta.mode())
+        )));
+    }
     // SAFETY: these getters have no preconditions and cannot fail.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     if !qlib::exec_perm::may_exec(meta.mode(), (meta.uid(), meta.gid()), euid, egid) {
@@ -253,6 +274,18 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
         return Err(ReadError::Bad("too large".into()));
     }
     Ok(image)
+}
+
+/// "a FIFO", "a socket" … for the file type bits of `mode`.
+fn file_kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFDIR => "a directory",
+        _ => "a special file",
+    }
 }
 
 #[cfg(test)]
@@ -390,5 +423,120 @@ mod tests {
         assert!(empty.1.contains("no interpreter"), "{}", empty.1);
         assert_eq!(long.0, 126);
         assert!(long.1.contains("too long"), "{}", long.1);
+    }
+
+    /// xorshift64*: the same cases on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+        }
+    }
+
+    /// (offset, size) of the first program header of type `t`.
+    fn phdr_of(f: &[u8], t: u32) -> Option<usize> {
+        let phoff = u64::from_le_bytes(f.get(32..40)?.try_into().ok()?) as usize;
+        let phnum = u16::from_le_bytes(f.get(56..58)?.try_into().ok()?) as usize;
+        (0..phnum)
+            .map(|i| phoff + 56 * i)
+            .find(|&p| f.get(p..p + 4) == Some(&t.to_le_bytes()[..]))
+    }
+
+    /// `f` with a header field, a program-header field or the `PT_INTERP`
+    /// path changed: the path to a FIFO, a directory, something missing,
+    /// the program itself or a relative name.
+    fn mutate(f: &[u8], rng: &mut Rng) -> Vec<u8> {
+        let mut f = f.to_vec();
+        let interp = phdr_of(&f, 3).expect("/bin/true is dynamic");
+        match rng.below(3) {
+            0 => {
+                let paths: [&[u8]; 6] = [b"/fifo", b"/dir", b"/missing", b"/prog", b"fifo", b""];
+                let path = paths[rng.below(paths.len() as u64) as usize];
+                let off = u64::from_le_bytes(f[interp + 8..interp + 16].try_into().expect("8"));
+                let off = off as usize;
+                f[off..off + path.len()].copy_from_slice(path);
+                f[off + path.len()] = 0;
+                let n = (path.len() + 1) as u64;
+                f[interp + 32..interp + 40].copy_from_slice(&n.to_le_bytes());
+            }
+            _ => {
+                let ph = 64 + 56 * rng.below(u64::from(f[56]).max(1)) as usize;
+                let fields = [
+                    16,
+                    24,
+                    32,
+                    56,
+                    ph,
+                    ph + 8,
+                    ph + 16,
+                    ph + 32,
+                    ph + 40,
+                    ph + 48,
+                ];
+                let at = fields[rng.below(fields.len() as u64) as usize];
+                let width = match at {
+                    16 | 56 => 2,
+                    a if a == ph => 4,
+                    _ => 8,
+                };
+                let value: u64 = match rng.below(5) {
+                    0 => 0,
+                    1 => u64::MAX,
+                    2 => 1 << rng.below(64),
+                    3 => 0x7fff_ffff_f000,
+                    _ => rng.below(0x10_0000),
+                };
+                f[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+            }
+        }
+        if rng.below(5) == 0 {
+            f.truncate(rng.below(f.len() as u64) as usize);
+        }
+        f
+    }
+
+    /// Mutated dynamic programs are launched or refused with one line and
+    /// 126/127, never hang (a FIFO interpreter) and never panic.
+    #[test]
+    fn mutated_programs_are_vetted_in_one_line() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let real = std::fs::read("/lib64/ld-linux-x86-64.so.2").expect("host glibc loader");
+            let (dir, root) = rootfs("fuzz", Some(&real));
+            std::fs::create_dir(dir.join("dir")).expect("mkdir");
+            let fifo =
+                std::ffi::CString::new(dir.join("fifo").into_os_string().into_encoded_bytes())
+                    .expect("no NUL");
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o755) }, 0);
+            let seed = std::fs::read("/bin/true").expect("/bin/true");
+            let mut rng = Rng(0xf1f0_0dd5_eed5_0002);
+            let (mut ok, mut refused) = (0, 0);
+            for case in 0..1500 {
+                write_exec(&dir.join("prog"), &mutate(&seed, &mut rng));
+                match launch_in(&root, "/prog", &argv(&["prog"]), "/") {
+                    Ok(_) => ok += 1,
+                    Err(e) => {
+                        let msg = e.to_string();
+                        assert!(
+                            !msg.is_empty() && !msg.contains('\n'),
+                            "case {case}: {msg:?}"
+                        );
+                        assert!(matches!(e.exit_status(), 126 | 127), "case {case}: {msg}");
+                        refused += 1;
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(dir);
+            let _ = tx.send((ok, refused));
+        });
+        let (ok, refused) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("1500 launches within 20 s (a FIFO must not block)");
+        assert!(ok > 100 && refused > 100, "ok {ok}, refused {refused}");
     }
 }

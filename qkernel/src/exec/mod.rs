@@ -19,7 +19,7 @@ use spin::Mutex;
 
 use crate::arch::{self, entry::TrapFrame};
 use crate::hostcall;
-use crate::loader::{self, Entry, Exec, LoadError};
+use crate::loader::{self, Entry, Exec};
 use crate::mm::addr_space::AddrSpace;
 use crate::process::{self, Process, SigAction};
 use crate::{random, signal};
@@ -91,8 +91,7 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
     };
     let entry = match loader::load_fresh(&mut p.mm, &exec) {
         Ok(e) => e,
-        Err(LoadError::Elf(e)) => die(&alloc::format!("{e}")),
-        Err(LoadError::Errno(e)) => die(&alloc::format!("{e:?}")),
+        Err(e) => die(&alloc::format!("{e}")),
     };
 
     p.files.close_on_exec();

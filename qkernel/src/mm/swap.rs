@@ -200,8 +200,9 @@ fn in_flight_pins(in_flight: Option<(Call, [u64; 6])>) -> Result<BTreeSet<u64>, 
     };
     match call {
         // Kernel buffers only (`fs::host`: the PollFd array, epoll events,
-        // socket addresses and option buffers are kernel copies).
-        Call::Sleep | Call::Poll | Call::EpollWait | Call::Fd => {}
+        // socket addresses and option buffers are kernel copies; `Open`'s
+        // path is a kernel string, waiting for a FIFO's peer).
+        Call::Sleep | Call::Poll | Call::EpollWait | Call::Fd | Call::Open => {}
         // User data moves in place: the iovec list names user pages.
         Call::Readv | Call::Writev | Call::Io | Call::Msg => {
             let count = args[2].min(MAX_IOVECS);

@@ -27,7 +27,7 @@ use super::sys_file::open_path;
 use crate::errno::{Errno, SysResult};
 use crate::exec::{self, Program, image};
 use crate::fs::path::{self, AT_FDCWD};
-use crate::fs::{File, O_CLOEXEC, O_RDONLY};
+use crate::fs::{File, O_CLOEXEC, O_NONBLOCK, O_RDONLY};
 use crate::mm::addr_space::STACK_SIZE;
 use crate::mm::uaccess;
 use crate::process::Process;
@@ -62,7 +62,9 @@ fn open_exec(p: &mut Process, dirfd: i64, path: &str, flags: u64) -> Result<Arc<
         return p.files.get(dirfd as u64).cloned();
     }
     let abs = path::absolute(p, dirfd, path)?;
-    let mut oflags = O_RDONLY | O_CLOEXEC;
+    // O_NONBLOCK: a FIFO opens at once and `image::read` refuses it
+    // (EACCES, as Linux does without waiting for a writer).
+    let mut oflags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
     if flags & AT_SYMLINK_NOFOLLOW != 0 {
         oflags |= O_NOFOLLOW;
     }
@@ -175,6 +177,10 @@ fn exec_at(
         rewrites += 1;
         if rewrites > MAX_REWRITES {
             return Err(Errno::ELOOP);
+        }
+        if sb.interp.is_empty() {
+            // `#!` then a NUL: Linux opens "" (the cwd, a directory): EACCES.
+            return Err(Errno::EACCES);
         }
         let interp = core::str::from_utf8(sb.interp).map_err(|_| Errno::ENOEXEC)?;
         let mut head = Vec::with_capacity(3);

@@ -32,6 +32,8 @@
 //! Section headers are not read.
 
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod header;
 
 pub use error::{ElfError, INTERP_PATH_KEEP, InterpPath, SegmentProblem, TruncatedPart};

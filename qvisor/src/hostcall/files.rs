@@ -2,12 +2,12 @@
 //! Paths resolve inside the rootfs (`crate::rootfs`); buffers are checked
 //! guest ranges used in place.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use qlib::io_abi::{fd as fdop, io, path as pathop};
 
-use super::HostCalls;
 use super::sys::{err, ret};
+use super::{HostCalls, fifo};
 use crate::rootfs::{PATH_MAX, SpecialName};
 
 const EFAULT: i64 = err(libc::EFAULT);
@@ -36,16 +36,55 @@ impl HostCalls<'_> {
             Ok(p) => p,
             Err(e) => return e,
         };
+        match self.open_inner(&path, flags as i32, mode as u32) {
+            Ok(fd) => self.fds.adopt(fd),
+            Err(e) => e,
+        }
+    }
+
+    /// Opens `path` for the guest without ever waiting in the host's
+    /// `open`: always `O_NONBLOCK` first. A FIFO keeps it (the guest's
+    /// blocking I/O waits in `blocking`) and, unless the guest asked for
+    /// `O_NONBLOCK` or `O_RDWR`, waits for its other end as Linux does,
+    /// interruptibly (`fifo`); anything else gets its blocking mode back.
+    fn open_inner(&mut self, path: &[u8], guest: i32, mode: u32) -> Result<OwnedFd, i64> {
+        let guest_nonblock = guest & libc::O_NONBLOCK != 0;
         // Status flags the guest keeps (O_NONBLOCK) or that would hand the
         // host's terminal to the guest (O_NOCTTY is implied) are dropped.
-        let flags = (flags as i32) & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC);
-        match self
-            .root
-            .open_at(&path, flags | libc::O_NOCTTY, mode as u32)
-        {
-            Ok(fd) => self.fds.adopt(fd),
-            Err(e) => err(e),
+        let flags =
+            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY;
+        let accmode = flags & libc::O_ACCMODE;
+        let fd = match self.root.open_at(path, flags | libc::O_NONBLOCK, mode) {
+            Ok(fd) => fd,
+            // A FIFO without a reader; a socket file says ENXIO too.
+            Err(libc::ENXIO) if accmode == libc::O_WRONLY && !guest_nonblock => {
+                let obj = self
+                    .root
+                    .object(path, flags & libc::O_NOFOLLOW != 0)
+                    .map_err(err)?;
+                if !fifo::is_fifo(&obj) {
+                    return Err(err(libc::ENXIO));
+                }
+                let fd = self
+                    .wait_fifo_peer(&obj, libc::O_WRONLY, None)?
+                    .ok_or(err(libc::EIO))?;
+                set_nonblock(&fd, true)?;
+                return Ok(fd);
+            }
+            Err(e) => return Err(err(e)),
+        };
+        if flags & libc::O_PATH != 0 {
+            return Ok(fd);
         }
+        if !fifo::is_fifo(&fd) {
+            set_nonblock(&fd, false)?;
+            return Ok(fd);
+        }
+        if accmode == libc::O_RDONLY && !guest_nonblock {
+            // The helper's end only tells a writer came; ours stays.
+            let _ = self.wait_fifo_peer(&fd, libc::O_RDONLY, Some(&fd))?;
+        }
+        Ok(fd)
     }
 
     pub(super) fn close(&mut self, fd: u64) -> i64 {
@@ -383,4 +422,23 @@ impl HostCalls<'_> {
         }
         n
     }
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+fn set_nonblock(fd: &OwnedFd, on: bool) -> Result<(), i64> {
+    // SAFETY: fcntl on a valid fd with integer arguments.
+    let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if fl < 0 {
+        return Err(ret(-1));
+    }
+    let want = if on {
+        fl | libc::O_NONBLOCK
+    } else {
+        fl & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if want != fl && unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, want) } < 0 {
+        return Err(ret(-1));
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 //! ([`fds::HostFds`]).
 
 mod fds;
+mod fifo;
 mod files;
 mod net;
 mod sys;
@@ -110,7 +111,13 @@ impl<'a> HostCalls<'a> {
         let call = Call::from_u64(req.call);
         let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),
-            Some(Call::Exit) => return Outcome::Exit(a[0] as i32),
+            Some(Call::Exit) => {
+                if a[2] != 0 {
+                    let reason = self.message(a[1], a[2]).replace('\n', " ");
+                    let _ = writeln!(std::io::stderr(), "qrun: {reason}");
+                }
+                return Outcome::Exit(a[0] as i32);
+            }
             Some(Call::Writev) => self.io(a[0], a[1], a[2], u64::MAX, io::WRITE | io::BLOCK),
             Some(Call::Readv) => self.io(a[0], a[1], a[2], u64::MAX, io::BLOCK),
             Some(Call::Log) => self.log(a[0], a[1], a[2]),

@@ -98,7 +98,19 @@ pub fn from_text(
 
 fn read_config(path: &Path) -> Result<String, BundleError> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| BundleError::Read(path.into(), e))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: a FIFO must not wait for a writer; only a regular file goes.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| BundleError::Read(path.into(), e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| BundleError::Read(path.into(), e))?;
+    if !meta.is_file() {
+        return Err(BundleError::Parse(path.into(), "not a regular file".into()));
+    }
     let mut text = String::new();
     file.take(MAX_CONFIG + 1)
         .read_to_string(&mut text)

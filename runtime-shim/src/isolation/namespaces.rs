@@ -25,14 +25,24 @@ pub fn flag(kind: NsKind) -> CloneFlags {
     }
 }
 
+/// Opens a namespace file without waiting (a FIFO named instead must not
+/// hang `create`: `setns` then refuses it).
+fn open_ns(path: &std::path::Path) -> Result<File, IsolationError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(IsolationError::io(format!("namespace {}", path.display())))
+}
+
 /// Joins or makes every namespace of `plan` but the pid namespace.
 pub fn enter(plan: &Plan) -> Result<(), IsolationError> {
     let mut new = CloneFlags::CLONE_NEWNS;
     for ns in plan.namespaces.iter().filter(|n| n.kind != NsKind::Pid) {
         match &ns.path {
             Some(path) => {
-                let f = File::open(path)
-                    .map_err(IsolationError::io(format!("namespace {}", path.display())))?;
+                let f = open_ns(path)?;
                 setns(f, flag(ns.kind))
                     .map_err(IsolationError::sys(format!("setns {}", path.display())))?;
             }
@@ -50,8 +60,7 @@ pub fn enter_pid_for_children(plan: &Plan) -> Result<(), IsolationError> {
     };
     match &ns.path {
         Some(path) => {
-            let f = File::open(path)
-                .map_err(IsolationError::io(format!("namespace {}", path.display())))?;
+            let f = open_ns(path)?;
             setns(f, CloneFlags::CLONE_NEWPID)
                 .map_err(IsolationError::sys(format!("setns {}", path.display())))
         }
