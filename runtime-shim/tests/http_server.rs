@@ -109,7 +109,9 @@ fn sandboxed_server_answers_curl_and_idles() {
 }
 
 /// The idle check above is not vacuous: the same measurement sees a
-/// process that spins for half a second.
+/// process that spins for half a second. The bound is well above the idle
+/// limit but far below one CPU: the tests of this file run side by side on
+/// a 2-CPU machine, so the spinner may get only part of one.
 #[test]
 fn cpu_measurement_sees_a_busy_process() {
     let mut cmd = Command::new("sh");
@@ -120,5 +122,8 @@ fn cpu_measurement_sees_a_busy_process() {
     std::thread::sleep(Duration::from_millis(500));
     let used = group_cpu_ticks(busy.pid()) - before;
     let share = used as f64 / ticks_per_sec() as f64 / 0.5;
-    assert!(share > 0.5, "a spinning shell measured at {share:.2} CPUs");
+    assert!(
+        share > 10.0 * MAX_IDLE_CPU,
+        "a spinning shell measured at {share:.2} CPUs"
+    );
 }
