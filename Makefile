@@ -22,7 +22,7 @@ lint: deps
 
 # fmt, clippy, unit tests and the /dev/kvm integration tests.
 test: lint
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release --no-fail-fast
 
 bench: build
 	$(CARGO) run --release -p bench
