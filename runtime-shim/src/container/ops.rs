@@ -162,14 +162,18 @@ pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
     std::fs::remove_dir_all(&c.dir)
         .map_err(ContainerError::io(format!("removing {}", c.dir.display())))?;
     if !hooks.poststop.is_empty() {
-        // As `state` says of a stopped container: no pid.
-        let state = super::spec_state(
+        // No pid: the spec asks for one only while created or running,
+        // and runc gives poststop hooks none.
+        let mut state = super::spec_state(
             c.id(),
             Status::Stopped.as_str(),
             0,
             &c.state.bundle,
             &c.state.annotations,
         );
+        if let Some(o) = state.as_object_mut() {
+            o.remove("pid");
+        }
         hooks::run_warn(Kind::Poststop, &hooks.poststop, &state);
     }
     Ok(())
