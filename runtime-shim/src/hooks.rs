@@ -296,7 +296,8 @@ fn describe(status: ExitStatus) -> String {
 /// The start of an output file, on one line.
 fn output(mut f: std::fs::File) -> String {
     let mut bytes = Vec::new();
-    if f.seek(SeekFrom::Start(0)).is_err() || (&mut f).take(MAX_OUTPUT).read_to_end(&mut bytes).is_err()
+    if f.seek(SeekFrom::Start(0)).is_err()
+        || (&mut f).take(MAX_OUTPUT).read_to_end(&mut bytes).is_err()
     {
         return String::new();
     }
@@ -347,7 +348,10 @@ mod tests {
         assert_eq!(h.poststop[0].timeout, Some(3));
         assert!(h.runtime_create());
         for (bad, says) in [
-            (serde_json::json!({"poststart": [{"path": "rel"}]}), "not absolute"),
+            (
+                serde_json::json!({"poststart": [{"path": "rel"}]}),
+                "not absolute",
+            ),
             (
                 serde_json::json!({"createRuntime": [{"path": "/bin/true", "timeout": 0}]}),
                 "hooks.createRuntime[0]: timeout 0 must be greater than zero",
@@ -386,9 +390,14 @@ mod tests {
     #[test]
     fn failures_say_why_on_one_line() {
         let state = serde_json::json!({});
-        let e = run_all(Kind::CreateRuntime, &[sh("echo bad >&2; echo more >&2; exit 3")], &state, None)
-            .expect_err("fails")
-            .to_string();
+        let e = run_all(
+            Kind::CreateRuntime,
+            &[sh("echo bad >&2; echo more >&2; exit 3")],
+            &state,
+            None,
+        )
+        .expect_err("fails")
+        .to_string();
         assert_eq!(
             e,
             "hook createRuntime[0] /bin/sh: exit status 3 (stderr: bad / more)"

@@ -163,9 +163,15 @@ fn every_hook_runs_in_order_with_its_state_as_under_runc() {
     assert_eq!(hook_state(&out.0, "createRuntime")["pid"], pid);
     let s = qrun_at(&root.0, &["start", &id]);
     assert_eq!(s.status, 0, "start: {s:?}");
-    assert!(out.join("poststart.state").exists(), "poststart ran in start");
+    assert!(
+        out.join("poststart.state").exists(),
+        "poststart ran in start"
+    );
     assert_eq!(hook_state(&out.0, "poststart")["pid"], pid);
-    assert!(!out.join("poststop.state").exists(), "poststop waits for delete");
+    assert!(
+        !out.join("poststop.state").exists(),
+        "poststop waits for delete"
+    );
     assert_eq!(qrun_at(&root.0, &["kill", &id, "KILL"]).status, 0);
     wait_status(&root.0, &id, "stopped");
     let d = qrun_at(&root.0, &["delete", &id]);
@@ -311,5 +317,10 @@ fn start_container_hooks_are_refused_in_one_line() {
     }
     let hooks = json!({"startContainer": [{"path": "/bin/true"}]});
     let (out, _b, root, id) = create_with(hooks, "startc");
-    failed_cleanly(&out, &root.0, &id, "hooks.startContainer is not supported by qrun");
+    failed_cleanly(
+        &out,
+        &root.0,
+        &id,
+        "hooks.startContainer is not supported by qrun",
+    );
 }

@@ -212,7 +212,12 @@ fn runtime_hooks(id: &str, plan: &crate::plan::Plan, pid: i32) -> Result<(), Con
     use crate::hooks::{Kind, run_all};
     let state = super::spec_state(id, "creating", pid, &plan.bundle, &plan.annotations);
     run_all(Kind::Prestart, &plan.hooks.prestart, &state, None)?;
-    run_all(Kind::CreateRuntime, &plan.hooks.create_runtime, &state, None)?;
+    run_all(
+        Kind::CreateRuntime,
+        &plan.hooks.create_runtime,
+        &state,
+        None,
+    )?;
     Ok(())
 }
 

@@ -141,7 +141,10 @@ fn mount_proc_self(dir: &Path) -> Result<(), IsolationError> {
     fs::create_dir_all(&own).map_err(IsolationError::io("mkdir proc/self"))?;
     // The source is the magic link, resolved to /proc/<our pid>.
     bind(Path::new("/proc/self"), &own, MsFlags::empty())?;
-    remount_ro(&own, MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC)
+    remount_ro(
+        &own,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+    )
 }
 
 /// One of the config's mounts, inside the private view of the rootfs.
