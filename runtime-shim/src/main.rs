@@ -7,6 +7,7 @@ mod cgroup;
 mod cli;
 mod commands;
 mod container;
+mod hooks;
 mod isolation;
 mod oci_log;
 mod plan;

@@ -38,6 +38,9 @@ pub struct Plan {
     #[serde(default)]
     pub seccomp: Vec<u8>,
     pub annotations: BTreeMap<String, String>,
+    /// The config's hooks (`crate::hooks`).
+    #[serde(default)]
+    pub hooks: crate::hooks::Hooks,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,8 @@
 //! the sandbox's private view of the rootfs (see [`mounts`] for the ones
 //! the guest kernel provides and the ones refused). What qrun cannot do
 //! is refused with one line, never skipped. `linux.seccomp` is
-//! compiled for the guest kernel (`seccomp`).
+//! compiled for the guest kernel (`seccomp`). `hooks` are checked here
+//! and run by `crate::hooks`.
 
 mod checks;
 #[cfg(test)]
@@ -192,6 +193,7 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
             .unwrap_or_default()
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
+        hooks: crate::hooks::from_spec(spec)?,
     })
 }
 

@@ -12,7 +12,9 @@ pub fn run(args: &[String]) -> Result<i32, CliError> {
     let features = json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": crate::container::OCI_VERSION,
-        "hooks": [],
+        // startContainer is refused (it would run the image's code on
+        // the host kernel): see `crate::hooks`.
+        "hooks": ["prestart", "createRuntime", "createContainer", "poststart", "poststop"],
         "mountOptions": ["bind", "rbind", "ro", "rw", "nosuid", "suid", "nodev", "dev",
                           "noexec", "exec", "size", "mode"],
         "linux": {

@@ -7,7 +7,7 @@ use super::{CliError, Globals};
 use crate::cli::{self, Flag};
 use crate::isolation;
 
-const FLAGS: &[Flag] = &[Flag::value("sync-fd", &[])];
+const FLAGS: &[Flag] = &[Flag::value("sync-fd", &[]), Flag::value("resume-fd", &[])];
 
 pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
     let p = cli::parse(args, FLAGS)?;
@@ -16,5 +16,12 @@ pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
         .value("sync-fd")
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| CliError::Usage("--sync-fd N is required".into()))?;
-    Ok(isolation::init(Path::new(dir), fd, g.debug))
+    let resume = match p.value("resume-fd") {
+        None => None,
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| CliError::Usage("--resume-fd takes a number".into()))?,
+        ),
+    };
+    Ok(isolation::init(Path::new(dir), fd, resume, g.debug))
 }

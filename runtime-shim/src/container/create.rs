@@ -5,7 +5,7 @@
 //! Nothing is left behind when create fails: the state directory, the
 //! cgroups and the sandbox process go again.
 
-use std::io::Read;
+use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -108,6 +108,15 @@ fn create_in(
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ContainerError::sys("pipe"))?;
     // The sandbox process inherits the write end (and reopens it).
     fcntl(&sync_w, FcntlArg::F_SETFD(FdFlag::empty())).map_err(ContainerError::sys("fcntl"))?;
+    // With prestart or createRuntime hooks, the sandbox process waits on
+    // this pipe for them (it inherits the read end).
+    let resume = if plan.hooks.runtime_create() {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ContainerError::sys("pipe"))?;
+        fcntl(&r, FcntlArg::F_SETFD(FdFlag::empty())).map_err(ContainerError::sys("fcntl"))?;
+        Some((r, w))
+    } else {
+        None
+    };
     let exe = std::env::current_exe().map_err(ContainerError::io("finding the qrun binary"))?;
     let mut cmd = Command::new(exe);
     if o.debug {
@@ -122,6 +131,9 @@ fn create_in(
         .arg(dir)
         .arg("--sync-fd")
         .arg(sync_w.as_raw_fd().to_string());
+    if let Some((r, _)) = &resume {
+        cmd.arg("--resume-fd").arg(r.as_raw_fd().to_string());
+    }
     if let Some(slave) = &stdio {
         let dup = |f: &OwnedFd| f.try_clone().map(Stdio::from);
         let io = ContainerError::io("duplicating the terminal");
@@ -135,12 +147,25 @@ fn create_in(
         .map_err(ContainerError::io("starting the sandbox process"))?;
     drop(sync_w);
     drop(stdio);
+    let resume = resume.map(|(_, w)| w);
     let pid = i32::try_from(child.id()).map_err(|_| ContainerError::Sandbox("bad pid".into()))?;
     *child_slot = Some(child);
+    // Hooks run in the runtime's pid namespace, not the container's.
+    namespaces::leave_pid_for_children(plan)
+        .map_err(|e| ContainerError::Sandbox(format!("pid namespace: {e}")))?;
     cgroups.add(pid)?;
 
+    let mut sync = std::io::BufReader::new(std::fs::File::from(sync_r));
     let mut answer = String::new();
-    let _ = std::fs::File::from(sync_r).read_to_string(&mut answer);
+    let _ = sync.read_line(&mut answer);
+    if answer.trim() == "hooks"
+        && let Some(w) = resume
+    {
+        runtime_hooks(o.id, plan, pid)?;
+        let _ = std::fs::File::from(w).write_all(b"go\n");
+        answer.clear();
+        let _ = sync.read_line(&mut answer);
+    }
     match answer.trim() {
         "ok" => {}
         msg => {
@@ -179,6 +204,21 @@ fn create_in(
     }
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711));
     Ok(container)
+}
+
+/// The prestart and createRuntime hooks (in that order, as runc), while
+/// the sandbox process `pid` waits before pivot_root.
+fn runtime_hooks(id: &str, plan: &crate::plan::Plan, pid: i32) -> Result<(), ContainerError> {
+    use crate::hooks::{Kind, run_all};
+    let state = super::spec_state(id, "creating", pid, &plan.bundle, &plan.annotations);
+    run_all(Kind::Prestart, &plan.hooks.prestart, &state, None)?;
+    run_all(
+        Kind::CreateRuntime,
+        &plan.hooks.create_runtime,
+        &state,
+        None,
+    )?;
+    Ok(())
 }
 
 /// A pseudo-terminal for the container: the master goes to the console

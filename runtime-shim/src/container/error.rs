@@ -39,6 +39,8 @@ pub enum ContainerError {
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
+    Hook(#[from] crate::hooks::HookError),
+    #[error(transparent)]
     Signal(#[from] UnknownSignal),
     #[error("container {id}: {source}")]
     Control {

@@ -192,18 +192,53 @@ impl Container {
         } else {
             self.state.pid
         };
-        json!({
-            "ociVersion": OCI_VERSION,
-            "id": self.state.id,
-            "status": status,
-            "pid": pid,
-            "bundle": self.state.bundle,
-            "rootfs": self.state.rootfs,
-            "created": self.state.created,
-            "owner": self.state.owner,
-            "annotations": annotations,
-        })
+        let mut state = spec_state(
+            &self.state.id,
+            status.as_str(),
+            pid,
+            &self.state.bundle,
+            &annotations,
+        );
+        state["rootfs"] = json!(self.state.rootfs);
+        state["created"] = json!(self.state.created);
+        state["owner"] = json!(self.state.owner);
+        state
     }
+
+    /// The hooks of the container's config (none when its plan cannot be
+    /// read: a create that died half-way).
+    pub fn hooks(&self) -> crate::hooks::Hooks {
+        #[derive(serde::Deserialize)]
+        struct HooksOnly {
+            #[serde(default)]
+            hooks: crate::hooks::Hooks,
+        }
+        let path = self.dir.join("plan.json");
+        std::fs::read(path)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<HooksOnly>(&t).ok())
+            .map(|h| h.hooks)
+            .unwrap_or_default()
+    }
+}
+
+/// The state of the runtime spec (`runtime.md`, "State"): what `state`
+/// prints (it adds runc's extra fields) and what hooks read on stdin.
+pub fn spec_state(
+    id: &str,
+    status: &str,
+    pid: i32,
+    bundle: &Path,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Value {
+    json!({
+        "ociVersion": OCI_VERSION,
+        "id": id,
+        "status": status,
+        "pid": pid,
+        "bundle": bundle,
+        "annotations": annotations,
+    })
 }
 
 /// Every container under `root`, by id; unreadable entries are skipped.

@@ -17,6 +17,7 @@ use super::lifecycle::{Op, check};
 use super::signal::{SIGCONT, SIGKILL, SIGSTOP};
 use super::{Container, ContainerError, Status, process};
 use crate::cgroup;
+use crate::hooks::{self, Kind};
 
 /// How long `start` waits for the sandbox process to take the fifo.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,6 +63,17 @@ pub fn start(c: &Container) -> Result<(), ContainerError> {
             "container {}: the sandbox process went away before starting",
             c.id()
         )));
+    }
+    let hooks = c.hooks();
+    if !hooks.poststart.is_empty() {
+        let state = super::spec_state(
+            c.id(),
+            Status::Running.as_str(),
+            c.state.pid,
+            &c.state.bundle,
+            &c.state.annotations,
+        );
+        hooks::run_warn(Kind::Poststart, &hooks.poststart, &state);
     }
     Ok(())
 }
@@ -141,13 +153,30 @@ pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
             )));
         }
     }
+    let hooks = c.hooks();
     if c.state.cgroup_dirs.is_empty() {
         cgroup::remove_dirs(&c.state.cgroups);
     } else {
         cgroup::remove_dirs(&c.state.cgroup_dirs);
     }
     std::fs::remove_dir_all(&c.dir)
-        .map_err(ContainerError::io(format!("removing {}", c.dir.display())))
+        .map_err(ContainerError::io(format!("removing {}", c.dir.display())))?;
+    if !hooks.poststop.is_empty() {
+        // No pid: the spec asks for one only while created or running,
+        // and runc gives poststop hooks none.
+        let mut state = super::spec_state(
+            c.id(),
+            Status::Stopped.as_str(),
+            0,
+            &c.state.bundle,
+            &c.state.annotations,
+        );
+        if let Some(o) = state.as_object_mut() {
+            o.remove("pid");
+        }
+        hooks::run_warn(Kind::Poststop, &hooks.poststop, &state);
+    }
+    Ok(())
 }
 
 pub fn pause(c: &Container) -> Result<(), ContainerError> {

@@ -6,7 +6,9 @@
 //! create                            sandbox-init (pid 1 of its pid ns if asked)
 //!   cgroups, pid ns, spawn ───────>  reopen the sync pipe, read plan.json
 //!   (moves the child into cgroups)   namespaces (setns / unshare), lo up,
-//!                                    hostname, pivot_root (rootfs.rs),
+//!                                    hostname, mounts (rootfs.rs)
+//!   prestart, createRuntime <─────── "hooks" (only when there are any)
+//!   hooks, then "go" ─────────────>  createContainer hooks, pivot_root,
 //!                                    ids, capabilities, no_new_privs
 //!   read "ok" / "error: …" <──────── report on the sync pipe, close it
 //!   state.json, pid file, exit      open exec.fifo for writing (blocks)
@@ -60,7 +62,7 @@ impl IsolationError {
 /// Runs the sandbox process for the container whose state directory is
 /// `dir`; `sync_fd` is the write end of `create`'s pipe. Returns the exit
 /// status.
-pub fn init(dir: &Path, sync_fd: i32, debug: bool) -> i32 {
+pub fn init(dir: &Path, sync_fd: i32, resume_fd: Option<i32>, debug: bool) -> i32 {
     let mut sync = match std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/self/fd/{sync_fd}"))
@@ -73,7 +75,14 @@ pub fn init(dir: &Path, sync_fd: i32, debug: bool) -> i32 {
     };
     // Our own copy now; the inherited descriptor must not outlive it.
     let _ = nix::unistd::close(sync_fd);
-    let plan = match prepare(dir) {
+    let resume = match resume_fd.map(reopen).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(sync, "error: resume fd: {e}");
+            return 1;
+        }
+    };
+    let plan = match prepare(dir, &mut sync, resume) {
         Ok(p) => p,
         Err(e) => {
             let _ = writeln!(sync, "error: {}", crate::report::chain(&e));
@@ -95,7 +104,58 @@ pub fn init(dir: &Path, sync_fd: i32, debug: bool) -> i32 {
     status
 }
 
-fn prepare(dir: &Path) -> Result<Plan, IsolationError> {
+/// Our own descriptor for the inherited `fd` (closed), close-on-exec.
+fn reopen(fd: i32) -> std::io::Result<std::fs::File> {
+    let f = std::fs::File::open(format!("/proc/self/fd/{fd}"))?;
+    let _ = nix::unistd::close(fd);
+    Ok(f)
+}
+
+/// The hooks at the point runc runs them, after the mounts and before
+/// pivot_root: first the runtime's (prestart, createRuntime: we tell
+/// `create` on the sync pipe and wait for its "go" on `resume`), then
+/// createContainer here, in the container's namespaces, with the view of
+/// the rootfs as working directory.
+fn hook_point(
+    plan: &Plan,
+    sync: &mut std::fs::File,
+    resume: Option<std::fs::File>,
+    rootfs_view: &Path,
+) -> Result<(), IsolationError> {
+    use std::io::BufRead;
+    if let Some(r) = resume {
+        writeln!(sync, "hooks").map_err(IsolationError::io("sync pipe"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(r)
+            .read_line(&mut line)
+            .map_err(IsolationError::io("resume pipe"))?;
+        if line.trim() != "go" {
+            return Err(IsolationError::Setup(
+                "create went away while running hooks".into(),
+            ));
+        }
+    }
+    if plan.hooks.create_container.is_empty() {
+        return Ok(());
+    }
+    // As runc: the pid as the container sees it.
+    let pid = nix::unistd::getpid().as_raw();
+    let state =
+        crate::container::spec_state(&plan.id, "creating", pid, &plan.bundle, &plan.annotations);
+    crate::hooks::run_all(
+        crate::hooks::Kind::CreateContainer,
+        &plan.hooks.create_container,
+        &state,
+        Some(rootfs_view),
+    )
+    .map_err(|e| IsolationError::Setup(e.to_string()))
+}
+
+fn prepare(
+    dir: &Path,
+    sync: &mut std::fs::File,
+    resume: Option<std::fs::File>,
+) -> Result<Plan, IsolationError> {
     let text = std::fs::read_to_string(dir.join("plan.json"))
         .map_err(IsolationError::io("reading plan.json"))?;
     let plan: Plan = serde_json::from_str(&text)
@@ -109,7 +169,10 @@ fn prepare(dir: &Path) -> Result<Plan, IsolationError> {
     {
         nix::unistd::sethostname(h).map_err(IsolationError::sys("sethostname"))?;
     }
-    rootfs::pivot(&plan, dir)?;
+    let mut resume = resume;
+    rootfs::pivot(&plan, dir, &mut |view| {
+        hook_point(&plan, sync, resume.take(), view)
+    })?;
     privileges::drop(&plan)?;
     Ok(plan)
 }

@@ -67,3 +67,13 @@ pub fn enter_pid_for_children(plan: &Plan) -> Result<(), IsolationError> {
         None => unshare(CloneFlags::CLONE_NEWPID).map_err(IsolationError::sys("unshare pid")),
     }
 }
+
+/// Undoes [`enter_pid_for_children`] once the sandbox process exists: the
+/// next children (hooks) are in this process's own pid namespace again.
+pub fn leave_pid_for_children(plan: &Plan) -> Result<(), IsolationError> {
+    if !plan.has_namespace(NsKind::Pid) {
+        return Ok(());
+    }
+    let own = File::open("/proc/self/ns/pid").map_err(IsolationError::io("/proc/self/ns/pid"))?;
+    setns(own, CloneFlags::CLONE_NEWPID).map_err(IsolationError::sys("setns to our pid namespace"))
+}

@@ -60,8 +60,14 @@ fn touch(path: &Path) -> Result<(), IsolationError> {
     Ok(())
 }
 
-/// Builds the root in `<dir>/newroot` and pivots into it.
-pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
+/// Builds the root in `<dir>/newroot` and pivots into it; `hooks` runs
+/// once the rootfs view (its argument) has the config's mounts, before it
+/// is made read-only and before pivot_root (where runc runs them).
+pub fn pivot(
+    plan: &Plan,
+    dir: &Path,
+    hooks: &mut dyn FnMut(&Path) -> Result<(), IsolationError>,
+) -> Result<(), IsolationError> {
     mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
         .map_err(IsolationError::sys("making / private"))?;
     let new = dir.join("newroot");
@@ -84,6 +90,7 @@ pub fn pivot(plan: &Plan, dir: &Path) -> Result<(), IsolationError> {
     for m in &plan.mounts {
         guest_mount(&rootfs, m)?;
     }
+    hooks(&rootfs)?;
     if plan.readonly_root {
         remount_ro(&rootfs, MsFlags::MS_REC)?;
     }
