@@ -768,11 +768,13 @@ static void sanitize(long nr, uint64_t *a)
 /* Makes an fd argument non-blocking (no fuzzed call may block). */
 static void nonblock(uint64_t fd)
 {
-	if (fd > 0x7fffffff)
+	/* Linux (and the sandbox) read an fd from its low 32 bits. */
+	long n = (long)(uint32_t)fd;
+	if (n > 0x7fffffff)
 		return;
-	long fl = raw6(SYS_fcntl, (long)fd, F_GETFL, 0, 0, 0, 0);
+	long fl = raw6(SYS_fcntl, n, F_GETFL, 0, 0, 0, 0);
 	if (fl >= 0 && !(fl & O_NONBLOCK))
-		raw6(SYS_fcntl, (long)fd, F_SETFL, fl | O_NONBLOCK, 0, 0, 0);
+		raw6(SYS_fcntl, n, F_SETFL, fl | O_NONBLOCK, 0, 0, 0);
 }
 
 static void put(const char *s)

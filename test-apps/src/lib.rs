@@ -59,6 +59,8 @@ pub const ALL: &[&str] = &[
     // A pure user-mode loop: signals and control requests need a vCPU kick.
     "spin",
     "sysinfo",
+    // Random syscalls with hostile arguments (security_fuzz.rs).
+    "sysfuzz",
     "touch_mem",
 ];
 
