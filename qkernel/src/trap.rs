@@ -94,7 +94,12 @@ pub fn prepare_return(frame: &mut TrapFrame, full_restore: bool) {
     for attempt in 0..2 {
         if frame.rip >= USER_END {
             if attempt == 1 {
-                kill(signal::SIGSEGV as i32, frame, "return to a bad RIP", frame.rip);
+                kill(
+                    signal::SIGSEGV as i32,
+                    frame,
+                    "return to a bad RIP",
+                    frame.rip,
+                );
             }
             signal::force_fault(signal::SIGSEGV, signal::Info::user(signal::SI_KERNEL, 0, 0));
             signal::deliver(frame, None);

@@ -9,6 +9,9 @@ mod net;
 mod sys;
 mod wait;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use wait::monotonic_ns;
 
 use std::io::Write;
