@@ -220,11 +220,11 @@ fn loopback_only(ram: &GuestRam, at: u64) {
     let family = u16::from_ne_bytes([a.bytes[0], a.bytes[1]]);
     if family == libc::AF_INET as u16 {
         a.bytes[2..16].fill(0);
-        a.bytes[3] = a.bytes[3] & 1;
+        a.bytes[3] &= 1;
         a.bytes[4..8].copy_from_slice(&[127, 0, 0, 1]);
     } else if family == libc::AF_INET6 as u16 {
         a.bytes[2..28].fill(0);
-        a.bytes[3] = a.bytes[3] & 1;
+        a.bytes[3] &= 1;
         a.bytes[23] = 1;
     } else {
         return;
