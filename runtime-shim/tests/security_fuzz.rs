@@ -97,3 +97,13 @@ fn random_syscalls_seed_3() {
         fuzz(3);
     }
 }
+
+/// Seed 183 found a guest-kernel hang: `futex(FUTEX_WAIT)` with a
+/// negative `tv_sec` slept for centuries instead of failing with EINVAL
+/// (fixed in qkernel/src/syscalls/sys_proc.rs).
+#[test]
+fn random_syscalls_seed_183() {
+    if require_kvm() {
+        fuzz(183);
+    }
+}
