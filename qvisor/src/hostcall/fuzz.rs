@@ -613,3 +613,16 @@ fn fionread_of_a_big_file_is_a_count() {
     assert_eq!(n, i64::from(size as u32), "FIONREAD");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// More seeds, by hand: `QVISOR_FUZZ_SEEDS=4..200 cargo test --release -p
+/// qvisor --lib hostcall::fuzz::more_seeds -- --ignored`.
+#[test]
+#[ignore = "long; for hunting by hand"]
+fn more_seeds() {
+    let seeds = std::env::var("QVISOR_FUZZ_SEEDS").unwrap_or_else(|_| "4..50".into());
+    let (a, b) = seeds.split_once("..").expect("QVISOR_FUZZ_SEEDS=A..B");
+    let (a, b): (u64, u64) = (a.parse().expect("A"), b.parse().expect("B"));
+    for seed in a..b {
+        let _ = fuzz(seed);
+    }
+}
