@@ -74,6 +74,8 @@ pub const ALL: &[&str] = &[
     // A pure user-mode loop: signals and control requests need a vCPU kick.
     "spin",
     "sysinfo",
+    // Random syscalls with hostile arguments (security_fuzz.rs).
+    "sysfuzz",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",

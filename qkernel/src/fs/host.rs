@@ -57,14 +57,22 @@ pub fn statx_path(path: &str, nofollow: bool) -> Result<[u8; 256], Errno> {
     Ok(unsafe { core::ptr::read_volatile(&buf) })
 }
 
+/// The VMM may have written `buf` in place: one volatile read of its first
+/// byte keeps the compiler from assuming it unchanged. An empty buffer
+/// (a zero option length) is not read: its pointer dangles.
+fn written_by_vmm(buf: &[u8]) {
+    if let Some(first) = buf.first() {
+        // SAFETY: `first` is a valid reference into `buf`.
+        unsafe { core::ptr::read_volatile(first) };
+    }
+}
+
 /// `readlink` of a path.
 pub fn readlink(path: &str) -> Result<Vec<u8>, Errno> {
     let mut buf = alloc::vec![0u8; 4096];
     let (gpa, len) = hostcall::buf(&buf);
     let n = path_op(pathop::READLINK, path, gpa, len, 0)?;
-    // SAFETY: the VMM wrote `n` bytes into `buf`; one volatile read of its
-    // first byte keeps the compiler from assuming it unchanged.
-    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
+    written_by_vmm(&buf);
     buf.truncate(n);
     Ok(buf)
 }
@@ -95,8 +103,7 @@ pub fn fd_op_addr(op: u64, fd: i32, addr: &mut SockAddr, a3: u64) -> SysResult {
 pub fn fd_op_buf(op: u64, fd: i32, a2: u64, a3: u64, buf: &mut [u8]) -> SysResult {
     let (gpa, len) = hostcall::buf(buf);
     let rc = fd_op(op, fd, a2, a3, gpa, len);
-    // SAFETY: the VMM may have written the buffer in place.
-    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
+    written_by_vmm(buf);
     rc
 }
 
@@ -133,7 +140,6 @@ pub fn epoll_wait(epfd: i32, buf: &mut [u8], deadline_ns: u64) -> SysResult {
     let (gpa, len) = hostcall::buf(buf);
     let max = len / 12;
     let rc = hostcall::call(Call::EpollWait, [epfd as u64, gpa, max, deadline_ns, 0, 0]);
-    // SAFETY: the VMM wrote events in place.
-    unsafe { core::ptr::read_volatile(buf.as_ptr()) };
+    written_by_vmm(buf);
     host_result(rc)
 }

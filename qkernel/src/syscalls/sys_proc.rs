@@ -174,6 +174,7 @@ const FUTEX_WAKE: u64 = 1;
 const FUTEX_WAIT_BITSET: u64 = 9;
 const FUTEX_WAKE_BITSET: u64 = 10;
 const FUTEX_CMD_MASK: u64 = 0x7f;
+const FUTEX_CLOCK_REALTIME: u64 = 256;
 
 /// `futex(uaddr, op, val, timeout, ...)`: one thread, so nobody can wake a
 /// waiter; a wait with a matching value sleeps out its timeout.
@@ -189,12 +190,17 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 log::error!("futex wait with no timeout and no other thread: deadlock");
                 return Err(Errno::EINTR);
             }
-            let sec: u64 = uaccess::read(&mut p.mm, a[3])?;
-            let nsec: u64 = uaccess::read(&mut p.mm, a[3] + 8)?;
-            let ns = sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+            // A negative or malformed timeout is EINVAL (it used to be
+            // read as a wait of centuries: a hang).
+            let ns = super::sys_time::get_timespec(p, a[3])?;
             let ns = if a[1] & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET {
-                // Absolute (CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME).
-                ns.saturating_sub(crate::time::monotonic_ns())
+                // Absolute, on CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME.
+                let now = if a[1] & FUTEX_CLOCK_REALTIME != 0 {
+                    crate::time::realtime_ns()
+                } else {
+                    crate::time::monotonic_ns()
+                };
+                ns.saturating_sub(now)
             } else {
                 ns
             };

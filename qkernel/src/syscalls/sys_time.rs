@@ -33,7 +33,9 @@ fn put_timespec(p: &mut Process, addr: u64, ns: u64) -> Result<(), Errno> {
     uaccess::write(&mut p.mm, addr + 8, &(ns % 1_000_000_000))
 }
 
-fn get_timespec(p: &mut Process, addr: u64) -> Result<u64, Errno> {
+/// Reads a `struct timespec` as ns: `EINVAL` when negative or `tv_nsec`
+/// is out of range, as Linux's `timespec64_valid`.
+pub(super) fn get_timespec(p: &mut Process, addr: u64) -> Result<u64, Errno> {
     let sec: u64 = uaccess::read(&mut p.mm, addr)?;
     let nsec: u64 = uaccess::read(&mut p.mm, addr + 8)?;
     if sec as i64 > i64::MAX / 1_000_000_000 || nsec >= 1_000_000_000 || (sec as i64) < 0 {

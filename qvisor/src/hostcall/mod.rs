@@ -11,6 +11,9 @@ mod sys;
 mod unix;
 mod wait;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use unix::AbstractNames;
 pub use wait::monotonic_ns;
 

@@ -104,7 +104,13 @@ impl HostCalls<'_> {
                 let mut n: libc::c_int = 0;
                 // SAFETY: FIONREAD writes one int.
                 let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-                if rc < 0 { ret(rc as i64) } else { i64::from(n) }
+                // Its 32 bits as they are: a file's size past 2 GiB makes
+                // Linux's count negative, which must not read as -errno.
+                if rc < 0 {
+                    ret(rc as i64)
+                } else {
+                    i64::from(n as u32)
+                }
             }
             _ => err(libc::ENOSYS),
         })
