@@ -41,7 +41,10 @@ fn procfs_files() {
         return;
     }
     let out = compare("procfs", &[]);
-    assert!(stdout(&out).contains("/proc/sys/kernel lists hostname: yes"), "{out:?}");
+    assert!(
+        stdout(&out).contains("/proc/sys/kernel lists hostname: yes"),
+        "{out:?}"
+    );
 }
 
 /// sysinfo, getrusage, times and the CPU clocks (not advancing while the
@@ -128,25 +131,43 @@ fn busybox_system_tools() {
     let mem = numbers(&free, "Mem:");
     assert!(mem.len() >= 3, "free: {free:?}");
     assert_eq!(mem[0], 256 * 1024, "free: total: {free:?}");
-    assert!(mem[2] > mem[0] / 2 && mem[1] + mem[2] <= mem[0], "free: {free:?}");
+    assert!(
+        mem[2] > mem[0] / 2 && mem[1] + mem[2] <= mem[0],
+        "free: {free:?}"
+    );
     assert_eq!(numbers(&free, "Swap:"), [0, 0, 0], "free: {free:?}");
 
     let mount = busybox(&["mount"]);
-    for want in [" on / type ", "proc on /proc type proc", " on /dev type tmpfs"] {
+    for want in [
+        " on / type ",
+        "proc on /proc type proc",
+        " on /dev type tmpfs",
+    ] {
         assert!(mount.contains(want), "mount: no {want:?} in {mount:?}");
     }
     let mounts = busybox(&["cat", "/proc/mounts"]);
-    assert!(mounts.lines().all(|l| l.split(' ').count() == 6), "{mounts:?}");
+    assert!(
+        mounts.lines().all(|l| l.split(' ').count() == 6),
+        "{mounts:?}"
+    );
 
     // df finds the rootfs's mount and the host filesystem's size.
     let df = busybox(&["df", "/"]);
     let row = df.lines().nth(1).unwrap_or_default();
-    assert!(row.ends_with(" /") && row.split_whitespace().count() == 6, "df: {df:?}");
+    assert!(
+        row.ends_with(" /") && row.split_whitespace().count() == 6,
+        "df: {df:?}"
+    );
 
     assert_eq!(busybox(&["nproc"]), "1\n");
     let host = busybox(&["hostname"]);
     assert_eq!(
-        busybox(&["sysctl", "kernel.hostname", "kernel.ostype", "vm.overcommit_memory"]),
+        busybox(&[
+            "sysctl",
+            "kernel.hostname",
+            "kernel.ostype",
+            "vm.overcommit_memory"
+        ]),
         format!(
             "kernel.hostname = {}\nkernel.ostype = Linux\nvm.overcommit_memory = 0\n",
             host.trim()

@@ -106,7 +106,11 @@ pub fn text(which: &str) -> String {
 
 /// Nanoseconds as `seconds.hundredths`.
 fn centis(ns: u64) -> String {
-    format!("{}.{:02}", ns / 1_000_000_000, ns % 1_000_000_000 / 10_000_000)
+    format!(
+        "{}.{:02}",
+        ns / 1_000_000_000,
+        ns % 1_000_000_000 / 10_000_000
+    )
 }
 
 fn loadavg() -> String {
@@ -136,11 +140,16 @@ pub fn memory() -> (u64, u64, u64) {
     // The page allocator's pool: RAM between the kernel image and the
     // boot data, in whole chunks (as `mm::frames::init` takes it).
     let kernel_end = crate::mm::kva_to_gpa(&raw const __kernel_end as u64);
-    let pool = (info.boot_data_gpa & !(chunk - 1)).saturating_sub(kernel_end.next_multiple_of(chunk));
+    let pool =
+        (info.boot_data_gpa & !(chunk - 1)).saturating_sub(kernel_end.next_multiple_of(chunk));
     let s = crate::mm::frames::stats();
     let held = (s.chunks as u64).saturating_mul(chunk);
     let free = pool.saturating_sub(held) + s.pages_free as u64 * 4096;
-    (info.mem_size, free.min(info.mem_size), s.pages_in_use as u64 * 4096)
+    (
+        info.mem_size,
+        free.min(info.mem_size),
+        s.pages_in_use as u64 * 4096,
+    )
 }
 
 fn meminfo() -> String {
@@ -318,7 +327,11 @@ fn cpuinfo() -> String {
     let clflush = ((l1.1 >> 8) & 0xff) * 8;
     let mut flags = String::new();
     for &(leaf, r, bit, name) in FLAGS {
-        let supported = if leaf >= 0x8000_0000 { leaf <= max_ext } else { leaf <= max };
+        let supported = if leaf >= 0x8000_0000 {
+            leaf <= max_ext
+        } else {
+            leaf <= max
+        };
         if supported && reg(arch::cpuid(leaf), r) >> bit & 1 == 1 {
             if !flags.is_empty() {
                 flags.push(' ');
@@ -418,16 +431,48 @@ fn mounts(info: bool) -> String {
     let root_opts = format!("{rw},relatime");
     let rows: [(&str, &str, &str, &str, &str, String); 4] = [
         // Not "rootfs", which tools skip as the initramfs (busybox df).
-        ("none", "/", fstype, root_opts.as_str(), rw, format!("{maj}:{min}")),
-        ("proc", "/proc", "proc", "rw,nosuid,nodev,noexec,relatime", "rw", "0:81".into()),
-        ("tmpfs", "/dev", "tmpfs", "rw,nosuid", "rw,mode=755", "0:81".into()),
-        ("sysfs", "/sys", "sysfs", "ro,nosuid,nodev,noexec,relatime", "ro", "0:81".into()),
+        (
+            "none",
+            "/",
+            fstype,
+            root_opts.as_str(),
+            rw,
+            format!("{maj}:{min}"),
+        ),
+        (
+            "proc",
+            "/proc",
+            "proc",
+            "rw,nosuid,nodev,noexec,relatime",
+            "rw",
+            "0:81".into(),
+        ),
+        (
+            "tmpfs",
+            "/dev",
+            "tmpfs",
+            "rw,nosuid",
+            "rw,mode=755",
+            "0:81".into(),
+        ),
+        (
+            "sysfs",
+            "/sys",
+            "sysfs",
+            "ro,nosuid,nodev,noexec,relatime",
+            "ro",
+            "0:81".into(),
+        ),
     ];
     let mut s = String::new();
     for (i, (src, dir, ty, opts, sopts, dev)) in rows.iter().enumerate() {
         if info {
             let parent = if i == 0 { 1 } else { 2 };
-            let _ = writeln!(s, "{} {parent} {dev} / {dir} {opts} - {ty} {src} {sopts}", i + 2);
+            let _ = writeln!(
+                s,
+                "{} {parent} {dev} / {dir} {opts} - {ty} {src} {sopts}",
+                i + 2
+            );
         } else {
             let mo = if i == 2 { "rw,nosuid,mode=755" } else { opts };
             let _ = writeln!(s, "{src} {dir} {ty} {mo} 0 0");

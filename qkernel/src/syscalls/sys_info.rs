@@ -32,7 +32,11 @@ pub fn sysinfo(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let loads = cputime::loadavg().map(|l| l << 5);
     let mut buf = [0u8; 112];
     let up = time::uptime_ns().div_ceil(NS_PER_S);
-    put_u64s(&mut buf, 0, &[up, loads[0], loads[1], loads[2], total, free]);
+    put_u64s(
+        &mut buf,
+        0,
+        &[up, loads[0], loads[1], loads[2], total, free],
+    );
     // sharedram, bufferram, totalswap, freeswap: 0.
     buf[80..82].copy_from_slice(&1u16.to_le_bytes()); // procs
     buf[104..108].copy_from_slice(&1u32.to_le_bytes()); // mem_unit

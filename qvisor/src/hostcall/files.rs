@@ -331,10 +331,7 @@ impl HostCalls<'_> {
         const _: () = assert!(size_of::<libc::statfs>() == qlib::io_abi::STATFS_SIZE);
         // SAFETY: `statfs` is plain data of STATFS_SIZE bytes.
         let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&raw const st).cast::<u8>(),
-                qlib::io_abi::STATFS_SIZE,
-            )
+            std::slice::from_raw_parts((&raw const st).cast::<u8>(), qlib::io_abi::STATFS_SIZE)
         };
         match self.ram.write_bytes(out, bytes) {
             Ok(()) => 0,
