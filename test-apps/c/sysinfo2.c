@@ -235,7 +235,9 @@ static void fs(void)
 	rc_line("fstatfs /", fstatfs(fd, &b));
 	expect_line("statfs and fstatfs of / agree", a.f_type == b.f_type && a.f_bsize == b.f_bsize &&
 		    a.f_blocks == b.f_blocks, 1);
-	const char *kernel[] = { "/proc", "/proc/self", "/sys", "/dev", "/dev/null", NULL };
+	/* The kernel's own filesystems, and links out of them. */
+	const char *kernel[] = { "/proc", "/proc/self", "/sys", "/dev", "/dev/null",
+				 "/dev/stdin", "/proc/self/fd/0", "/proc/self/exe", NULL };
 	for (int i = 0; kernel[i]; i++) {
 		char what[64];
 		snprintf(what, sizeof what, "statfs %s", kernel[i]);

@@ -142,27 +142,24 @@ fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
     b
 }
 
-fn statfs_abs(abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
+/// `statfs` of what the absolute path `abs` names; the links of `/proc`
+/// and `/dev` (`/proc/self/fd/N`, `/dev/stdin`, `/proc/self/exe`) are
+/// followed, as Linux follows them.
+fn statfs_abs(p: &Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
     let norm = path::normalize(abs);
     match special::lookup(&norm) {
         Node::Host => procfs::host_statfs(abs),
         Node::Missing => Err(Errno::ENOENT),
+        Node::FdLink(n) => statfs_fd(p, n).map_err(|_| Errno::ENOENT),
+        Node::Exe => procfs::host_statfs(&p.exe),
         _ => Ok(kernel_statfs(&norm)),
     }
 }
 
-/// `statfs(path, buf)`.
-pub fn statfs(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let abs = path::user_absolute(p, AT_FDCWD, a[0])?;
-    let st = statfs_abs(&abs)?;
-    uaccess::copy_out(&mut p.mm, a[1], &st)?;
-    Ok(0)
-}
-
-/// `fstatfs(fd, buf)`.
-pub fn fstatfs(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let f = p.files.get(a[0])?.clone();
-    let st = match &f.backing {
+/// `statfs` of the filesystem holding open file `fd`.
+fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
+    let f = p.files.get(fd)?;
+    Ok(match &f.backing {
         Backing::Host { fd, .. } => {
             let buf = [0u8; STATFS_SIZE];
             let (gpa, _) = hostcall::buf(&buf);
@@ -171,7 +168,20 @@ pub fn fstatfs(p: &mut Process, a: &[u64; 6]) -> SysResult {
             unsafe { core::ptr::read_volatile(&buf) }
         }
         Backing::Special(_) => kernel_statfs(&f.path),
-    };
+    })
+}
+
+/// `statfs(path, buf)`.
+pub fn statfs(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let abs = path::user_absolute(p, AT_FDCWD, a[0])?;
+    let st = statfs_abs(p, &abs)?;
+    uaccess::copy_out(&mut p.mm, a[1], &st)?;
+    Ok(0)
+}
+
+/// `fstatfs(fd, buf)`.
+pub fn fstatfs(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let st = statfs_fd(p, a[0])?;
     uaccess::copy_out(&mut p.mm, a[1], &st)?;
     Ok(0)
 }
