@@ -45,9 +45,14 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     rec.args = args;
     rec.ret = 0;
     let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
+    let blocking = crate::syscalls::cputime::may_block(c, &args);
+    let t0 = if blocking { arch::rdtsc() } else { 0 };
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.
     unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    if blocking {
+        crate::syscalls::cputime::add_blocked(arch::rdtsc().wrapping_sub(t0));
+    }
     // SAFETY: `ret` was written by the VMM behind the compiler's back.
     unsafe { core::ptr::read_volatile(&rec.ret) }
 }

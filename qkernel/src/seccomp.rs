@@ -33,6 +33,11 @@ pub fn init(bytes: &[u8]) {
     }
 }
 
+/// Whether a filter is installed (`prctl(PR_GET_SECCOMP)` says mode 2).
+pub fn active() -> bool {
+    FILTER.get().is_some()
+}
+
 /// The verdict on syscall `nr`: `None` to run it, else its result
 /// (errno, or the syscall skipped after SIGSYS). A kill action ends the
 /// program here.

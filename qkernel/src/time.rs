@@ -44,8 +44,7 @@ fn as_bytes(r: &HelloReply) -> &[u8] {
 
 /// Nanoseconds since boot calibration.
 fn elapsed_ns() -> u64 {
-    let delta = arch::rdtsc().wrapping_sub(TSC0.load(Ordering::Relaxed));
-    (u128::from(delta) * 1_000_000 / u128::from(TSC_KHZ.load(Ordering::Relaxed))) as u64
+    tsc_to_ns(arch::rdtsc().wrapping_sub(TSC0.load(Ordering::Relaxed)))
 }
 
 /// `CLOCK_MONOTONIC` in ns.
@@ -58,9 +57,20 @@ pub fn realtime_ns() -> u64 {
     REALTIME0.load(Ordering::Relaxed) + elapsed_ns()
 }
 
-/// CPU time of the process so far, in ns (approximated by time since boot).
+/// CPU time of the process so far, in ns: time since boot less the time
+/// spent blocked in the host (`syscalls::cputime`).
 pub fn cputime_ns() -> u64 {
+    crate::syscalls::cputime::cpu_ns()
+}
+
+/// Nanoseconds since boot (`/proc/uptime`, `sysinfo`).
+pub fn uptime_ns() -> u64 {
     elapsed_ns()
+}
+
+/// A TSC interval in ns.
+pub fn tsc_to_ns(ticks: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000 / u128::from(TSC_KHZ.load(Ordering::Relaxed))) as u64
 }
 
 /// The TSC rate in kHz.

@@ -55,7 +55,17 @@ pub mod path {
     /// `chown`: `args[3]` = uid, `args[4]` = gid, `args[5]` = 1 to not
     /// follow a final symlink.
     pub const CHOWN: u64 = 13;
+    /// `statfs` of the filesystem holding the path (a final symlink
+    /// followed) into a 120-byte `struct statfs` at GPA `args[3]`.
+    pub const STATFS: u64 = 14;
+    /// `syncfs` of the filesystem holding the path (the guest's `sync`
+    /// passes `/`: the rootfs).
+    pub const SYNCFS: u64 = 15;
 }
+
+/// Size of the x86-64 `struct statfs` that [`path::STATFS`] and
+/// [`fd::FSTATFS`] write.
+pub const STATFS_SIZE: usize = 120;
 
 /// `Call::Fd` ops. The fd is `args[1]`.
 pub mod fd {
@@ -111,6 +121,10 @@ pub mod fd {
     pub const FIONREAD: u64 = 21;
     /// `fchown`: `args[2]` = uid, `args[3]` = gid.
     pub const FCHOWN: u64 = 22;
+    /// `fstatfs` into a 120-byte `struct statfs` at GPA `args[2]`.
+    pub const FSTATFS: u64 = 23;
+    /// `syncfs` of the filesystem holding this fd.
+    pub const SYNCFS: u64 = 24;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.

@@ -16,6 +16,7 @@ static inline const char *errno_name(int e) {
     switch (e) {
     case EPERM: return "EPERM";
     case ENOENT: return "ENOENT";
+    case ESRCH: return "ESRCH";
     case EINTR: return "EINTR";
     case EIO: return "EIO";
     case E2BIG: return "E2BIG";

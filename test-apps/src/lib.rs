@@ -61,6 +61,8 @@ pub const ALL: &[&str] = &[
     "itimer",
     "malloc_stress",
     "netops",
+    // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
+    "procfs",
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).
@@ -76,6 +78,8 @@ pub const ALL: &[&str] = &[
     "sysinfo",
     // Random syscalls with hostile arguments (security_fuzz.rs).
     "sysfuzz",
+    // sysinfo, getrusage and CPU clocks, groups, priorities, prctl, statfs, sync.
+    "sysinfo2",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",

@@ -8,6 +8,7 @@
 
 pub mod host;
 pub mod path;
+pub mod procfs;
 pub mod special;
 pub mod stat;
 

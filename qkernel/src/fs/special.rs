@@ -1,16 +1,17 @@
 //! The kernel's own files: `/dev` (null, zero, full, random, urandom, the
-//! stdio aliases), `/proc` (cpuinfo, meminfo, self/exe, self/fd,
-//! self/cmdline) and an empty `/sys`. Nothing under these three reaches
+//! stdio aliases), `/proc` (self/exe, self/fd, self/cmdline, self/mounts,
+//! self/mountinfo, and the system files of `procfs`: cpuinfo, meminfo,
+//! loadavg, uptime, stat, mounts, version, sys/...) and an empty `/sys`. Nothing under these three reaches
 //! the host: a rootfs's `/proc/self/root` and host devices stay out of
 //! reach even when the rootfs is the host's `/`.
 
-use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use spin::Mutex;
 
+use super::procfs;
 use super::stat::{S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, STATX_SIZE, synthetic_statx};
 use super::{Backing, File};
 use crate::errno::Errno;
@@ -111,20 +112,36 @@ pub fn lookup(path: &str) -> Node {
             Some((_, "exe")) => Node::Exe,
             Some((_, "fd")) => Node::Dir("fd"),
             Some((_, "cmdline")) => Node::Text("cmdline"),
+            Some((_, "mounts")) => Node::Text("mounts"),
+            Some((_, "mountinfo")) => Node::Text("mountinfo"),
             Some((_, s)) => s
                 .strip_prefix("fd/")
                 .and_then(|n| n.parse().ok())
                 .map_or(Node::Missing, Node::FdLink),
             None => match path.trim_start_matches("/proc").trim_start_matches('/') {
                 "" => Node::Dir("proc"),
-                "cpuinfo" => Node::Text("cpuinfo"),
-                "meminfo" => Node::Text("meminfo"),
-                _ => Node::Missing,
+                name => {
+                    let name = name.trim_end_matches('/');
+                    if let Some(f) = procfs::PROC_FILES.iter().find(|f| **f == name) {
+                        Node::Text(f)
+                    } else {
+                        match procfs::sys_entry(name) {
+                            Some((e, true)) => Node::Dir(e),
+                            Some((e, false)) => Node::Text(e),
+                            None => Node::Missing,
+                        }
+                    }
+                }
             },
         };
     }
-    if rest("/sys").is_some() {
-        return Node::Missing;
+    if let Some(r) = rest("/sys") {
+        // An empty directory (sysfs, read-only in a container).
+        return if r.trim_start_matches('/').is_empty() {
+            Node::Dir("sys")
+        } else {
+            Node::Missing
+        };
     }
     Node::Host
 }
@@ -140,14 +157,25 @@ fn dir_entries(p: &Process, which: &str) -> Vec<(String, u8)> {
             }
         }
         "proc" => {
-            for (n, t) in [("self", DT_LNK), ("cpuinfo", DT_REG), ("meminfo", DT_REG)] {
+            v.push(("self".into(), DT_LNK));
+            v.push(("sys".into(), DT_DIR));
+            v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
+        }
+        "self" => {
+            for (n, t) in [
+                ("exe", DT_LNK),
+                ("fd", DT_DIR),
+                ("cmdline", DT_REG),
+                ("mounts", DT_REG),
+                ("mountinfo", DT_REG),
+            ] {
                 v.push((n.into(), t));
             }
         }
-        "self" => {
-            for (n, t) in [("exe", DT_LNK), ("fd", DT_DIR), ("cmdline", DT_REG)] {
-                v.push((n.into(), t));
-            }
+        "sys" => {}
+        dir if dir.starts_with("sys/") => {
+            let kind = |d: bool| if d { DT_DIR } else { DT_REG };
+            v.extend(procfs::sys_children(dir).map(|(n, d)| (n.to_string(), kind(d))));
         }
         _ => v.extend(p.files.numbers().map(|n| (n.to_string(), DT_LNK))),
     }
@@ -157,26 +185,8 @@ fn dir_entries(p: &Process, which: &str) -> Vec<(String, u8)> {
 fn text(p: &Process, which: &str) -> Vec<u8> {
     match which {
         "cmdline" => p.cmdline.clone(),
-        "cpuinfo" => cpuinfo().into_bytes(),
-        _ => meminfo().into_bytes(),
+        other => procfs::text(other).into_bytes(),
     }
-}
-
-fn cpuinfo() -> String {
-    let mhz = crate::time::tsc_khz() / 1000;
-    format!(
-        "processor\t: 0\nvendor_id\t: qkernel\nmodel name\t: qkernel vCPU\ncpu MHz\t\t: {mhz}.000\n\
-         cpu cores\t: 1\nflags\t\t: fpu tsc sse sse2 ssse3 sse4_1 sse4_2 avx\n\n"
-    )
-}
-
-fn meminfo() -> String {
-    let total = crate::boot_info().mem_size >> 10;
-    let s = crate::mm::frames::stats();
-    let free = (s.pages_free * 4096) >> 10;
-    format!(
-        "MemTotal:       {total:>8} kB\nMemFree:        {free:>8} kB\nMemAvailable:   {free:>8} kB\n"
-    )
 }
 
 /// Opens a kernel node (not `Host`, `Missing`, or the links, which the

@@ -2,17 +2,23 @@
 //! handler, its support level and a note (after gVisor's `linux64.go`).
 //! Anything not in the table returns `ENOSYS` and is logged once by name.
 
+mod attrs;
+pub mod cputime;
 mod rw;
 mod sys_exec;
 mod sys_file;
+mod sys_ids;
+mod sys_info;
 mod sys_kill;
 mod sys_mm;
 mod sys_path;
 mod sys_poll;
+mod sys_prctl;
 mod sys_proc;
 mod sys_signal;
 mod sys_socket;
 mod sys_stat;
+mod sys_sync;
 mod sys_time;
 mod sys_xattr;
 
@@ -175,8 +181,8 @@ pub static ENTRIES: &[Entry] = &[
         Stub,
         "flock: one process, always granted",
     ),
-    e(74, sys_file::fsync, Full, ""),
-    e(75, sys_file::fdatasync, Full, ""),
+    e(74, sys_sync::fsync, Full, "host fsync"),
+    e(75, sys_sync::fdatasync, Full, "host fdatasync"),
     e(76, sys_path::truncate, Full, ""),
     e(77, sys_file::ftruncate, Full, ""),
     e(79, sys_path::getcwd, Full, ""),
@@ -197,11 +203,29 @@ pub static ENTRIES: &[Entry] = &[
     e(94, sys_path::lchown, Full, ""),
     e(95, sys_path::umask, Full, ""),
     e(96, sys_time::gettimeofday, Full, ""),
+    e(
+        98,
+        sys_info::getrusage,
+        Partial,
+        "CPU times and RSS; no fault or I/O counts",
+    ),
+    e(99, sys_info::sysinfo, Full, ""),
+    e(100, sys_info::times, Full, "no children"),
     e(102, sys_proc::getuid, Full, ""),
+    e(
+        103,
+        sys_info::syslog,
+        Full,
+        "EPERM: not the container's log",
+    ),
     e(104, sys_proc::getgid, Full, ""),
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
     e(110, sys_proc::getppid, Full, "0: the sandbox has no parent"),
+    e(115, sys_ids::getgroups, Full, ""),
+    e(116, sys_ids::setgroups, Full, "root only (CAP_SETGID)"),
+    e(118, sys_ids::getresuid, Full, ""),
+    e(120, sys_ids::getresgid, Full, ""),
     e(127, sys_signal::rt_sigpending, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),
     e(
@@ -210,7 +234,32 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "SS_AUTODISARM ignored",
     ),
+    e(
+        135,
+        sys_info::personality,
+        Partial,
+        "recorded; flags have no effect",
+    ),
+    e(137, sys_info::statfs, Full, "the rootfs's host filesystem"),
+    e(138, sys_info::fstatfs, Full, ""),
+    e(140, sys_ids::getpriority, Full, "one process"),
+    e(141, sys_ids::setpriority, Full, "no CAP_SYS_NICE"),
+    e(142, sys_ids::sched_setparam, Full, ""),
+    e(143, sys_ids::sched_getparam, Full, ""),
+    e(144, sys_ids::sched_setscheduler, Full, "real-time: EPERM"),
+    e(145, sys_ids::sched_getscheduler, Full, ""),
+    e(146, sys_ids::sched_get_priority_max, Full, ""),
+    e(147, sys_ids::sched_get_priority_min, Full, ""),
+    e(148, sys_ids::sched_rr_get_interval, Full, "100 ms"),
+    e(
+        157,
+        sys_prctl::prctl,
+        Partial,
+        "common options; others EINVAL",
+    ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
+    e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
+    e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
     e(186, sys_proc::gettid, Full, ""),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
@@ -231,6 +280,7 @@ pub static ENTRIES: &[Entry] = &[
     e(217, sys_file::getdents64, Full, ""),
     e(218, sys_proc::set_tid_address, Full, ""),
     e(221, sys_xattr::fadvise64, Stub, "advice ignored"),
+    e(227, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
     e(228, sys_time::clock_gettime, Full, ""),
     e(229, sys_time::clock_getres, Full, ""),
     e(230, sys_time::clock_nanosleep, Full, ""),
@@ -243,6 +293,8 @@ pub static ENTRIES: &[Entry] = &[
         "host fds only (EPERM otherwise)",
     ),
     e(234, sys_kill::tgkill, Full, "to self only (tid 1)"),
+    e(251, sys_ids::ioprio_set, Full, "recorded; RT: EPERM"),
+    e(252, sys_ids::ioprio_get, Full, ""),
     e(
         257,
         sys_file::openat,
@@ -281,6 +333,8 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "own process; limits are recorded, not enforced",
     ),
+    e(306, sys_sync::syncfs, Full, ""),
+    e(309, sys_info::getcpu, Full, "cpu 0, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
     e(322, sys_exec::execveat, Full, "as execve"),
@@ -341,7 +395,10 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
                     log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
                 });
             }
-            process::with(|p| (entry.handler)(p, args))
+            let clock = cputime::SyscallClock::start();
+            let r = process::with(|p| (entry.handler)(p, args));
+            clock.stop();
+            r
         }
         None => {
             log_unimplemented(nr);

@@ -371,22 +371,6 @@ pub fn ftruncate(p: &mut Process, a: &[u64; 6]) -> SysResult {
     host::fd_op(fdop::FTRUNCATE, fd, a[1], 0, 0, 0)
 }
 
-/// `fsync(fd)`.
-pub fn fsync(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    match file(p, a[0])?.host_fd() {
-        Some(fd) => host::fd_op(fdop::FSYNC, fd, 0, 0, 0, 0).or(Ok(0)),
-        None => Ok(0),
-    }
-}
-
-/// `fdatasync(fd)`.
-pub fn fdatasync(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    match file(p, a[0])?.host_fd() {
-        Some(fd) => host::fd_op(fdop::FDATASYNC, fd, 0, 0, 0, 0).or(Ok(0)),
-        None => Ok(0),
-    }
-}
-
 /// `sendfile(out, in, offset, count)`: host to host, in the VMM.
 pub fn sendfile(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let out = file(p, a[0])?;

@@ -300,8 +300,43 @@ impl HostCalls<'_> {
                     ret(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), tp, 0) } as i64)
                 }
             }
+            pathop::STATFS => {
+                let fd = self.root.object(path, false).map_err(err)?;
+                self.statfs_into(fd.as_raw_fd(), a[3])
+            }
+            pathop::SYNCFS => {
+                // syncfs needs an fd opened for I/O, not an O_PATH one;
+                // O_NONBLOCK so a FIFO does not wait for a writer.
+                let fd = self
+                    .root
+                    .open_at(path, libc::O_RDONLY | libc::O_NONBLOCK, 0)
+                    .map_err(err)?;
+                // SAFETY: `fd` is a valid fd of ours.
+                ret(unsafe { libc::syncfs(fd.as_raw_fd()) } as i64)
+            }
             _ => err(libc::ENOSYS),
         })
+    }
+
+    /// `fstatfs` of `fd` into the guest's 120 bytes at `out`.
+    fn statfs_into(&self, fd: i32, out: u64) -> i64 {
+        // SAFETY: all-zero bytes are a valid `struct statfs`.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd (O_PATH is fine for fstatfs) and a buffer of the
+        // right type.
+        let rc = unsafe { libc::fstatfs(fd, &mut st) };
+        if rc < 0 {
+            return ret(rc as i64);
+        }
+        const _: () = assert!(size_of::<libc::statfs>() == qlib::io_abi::STATFS_SIZE);
+        // SAFETY: `statfs` is plain data of STATFS_SIZE bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&raw const st).cast::<u8>(), qlib::io_abi::STATFS_SIZE)
+        };
+        match self.ram.write_bytes(out, bytes) {
+            Ok(()) => 0,
+            Err(_) => EFAULT,
+        }
     }
 
     fn timespecs(&self, gpa: u64) -> Result<Option<[libc::timespec; 2]>, i64> {
@@ -363,6 +398,9 @@ impl HostCalls<'_> {
             fdop::FCHMOD => ret(unsafe { libc::fchmod(fd, a[2] as u32) } as i64),
             // SAFETY: `fd` is a valid fd of ours; the rest are integers.
             fdop::FCHOWN => ret(unsafe { libc::fchown(fd, a[2] as u32, a[3] as u32) } as i64),
+            fdop::FSTATFS => self.statfs_into(fd, a[2]),
+            // SAFETY: `fd` is a valid fd of ours.
+            fdop::SYNCFS => ret(unsafe { libc::syncfs(fd) } as i64),
             fdop::GETDENTS => self.getdents(fd, a[2], a[3]),
             fdop::SENDFILE => self.sendfile(fd, a[2], a[3], a[4], a[5]),
             fdop::EPOLL_CTL => self.epoll_ctl(fd, a),

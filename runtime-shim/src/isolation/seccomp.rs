@@ -110,6 +110,9 @@ const ALLOWED: &[i64] = &[
     libc::SYS_ftruncate,
     libc::SYS_fsync,
     libc::SYS_fdatasync,
+    // The guest's statfs/fstatfs and sync/syncfs.
+    libc::SYS_fstatfs,
+    libc::SYS_syncfs,
     libc::SYS_unlink,
     libc::SYS_unlinkat,
     libc::SYS_rename,

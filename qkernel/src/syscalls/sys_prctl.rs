@@ -1,0 +1,119 @@
+//! `prctl`: the name, parent-death signal, dumpable flag, no_new_privs,
+//! seccomp mode, capability bounding set, child subreaper, keepcaps and
+//! timer slack. Other options get `EINVAL`, as Linux answers an option
+//! it does not know.
+
+use super::attrs::{ATTRS, CAP_LAST_CAP, DEFAULT_CAPS};
+use crate::errno::{Errno, SysResult};
+use crate::mm::uaccess;
+use crate::process::Process;
+
+const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_PDEATHSIG: u64 = 2;
+const PR_GET_DUMPABLE: u64 = 3;
+const PR_SET_DUMPABLE: u64 = 4;
+const PR_GET_KEEPCAPS: u64 = 7;
+const PR_SET_KEEPCAPS: u64 = 8;
+const PR_SET_NAME: u64 = 15;
+const PR_GET_NAME: u64 = 16;
+const PR_GET_SECCOMP: u64 = 21;
+const PR_CAPBSET_READ: u64 = 23;
+const PR_GET_TIMERSLACK: u64 = 30;
+const PR_SET_TIMERSLACK: u64 = 29;
+const PR_SET_CHILD_SUBREAPER: u64 = 36;
+const PR_GET_CHILD_SUBREAPER: u64 = 37;
+const PR_SET_NO_NEW_PRIVS: u64 = 38;
+const PR_GET_NO_NEW_PRIVS: u64 = 39;
+
+/// The name `PR_GET_NAME` reports: the one set for this program, else
+/// the program file's name (Linux's `comm`), at most 15 bytes.
+fn name(p: &Process) -> [u8; 16] {
+    if let Some((n, exe)) = &ATTRS.lock().name
+        && *exe == p.exe
+    {
+        return *n;
+    }
+    let base = p.exe.rsplit('/').next().unwrap_or("");
+    let mut n = [0u8; 16];
+    let len = base.len().min(15);
+    n[..len].copy_from_slice(&base.as_bytes()[..len]);
+    n
+}
+
+/// `prctl(option, arg2, arg3, arg4, arg5)`.
+pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let unused = |from: usize| a[from..5].iter().all(|&v| v == 0);
+    match a[0] & 0xffff_ffff {
+        PR_SET_PDEATHSIG => {
+            if a[1] > 64 {
+                return Err(Errno::EINVAL);
+            }
+            ATTRS.lock().pdeathsig = a[1] as u32;
+        }
+        PR_GET_PDEATHSIG => {
+            let sig = ATTRS.lock().pdeathsig as i32;
+            uaccess::write(&mut p.mm, a[1], &sig)?;
+        }
+        PR_GET_DUMPABLE => return Ok(ATTRS.lock().dumpable as usize),
+        PR_SET_DUMPABLE => {
+            if a[1] > 1 {
+                return Err(Errno::EINVAL);
+            }
+            ATTRS.lock().dumpable = a[1] as u32;
+        }
+        PR_GET_KEEPCAPS => return Ok(usize::from(ATTRS.lock().keepcaps)),
+        PR_SET_KEEPCAPS => {
+            if a[1] > 1 {
+                return Err(Errno::EINVAL);
+            }
+            ATTRS.lock().keepcaps = a[1] == 1;
+        }
+        PR_SET_NAME => {
+            // Linux copies up to 16 bytes and ends the name at 15.
+            let mut n = [0u8; 16];
+            for (i, slot) in n.iter_mut().enumerate().take(15) {
+                let mut b = [0u8; 1];
+                uaccess::copy_in(&mut p.mm, a[1] + i as u64, &mut b)?;
+                if b[0] == 0 {
+                    break;
+                }
+                *slot = b[0];
+            }
+            ATTRS.lock().name = Some((n, p.exe.clone()));
+        }
+        PR_GET_NAME => {
+            let n = name(p);
+            uaccess::copy_out(&mut p.mm, a[1], &n)?;
+        }
+        PR_GET_SECCOMP => return Ok(if crate::seccomp::active() { 2 } else { 0 }),
+        PR_CAPBSET_READ => {
+            if a[1] > CAP_LAST_CAP {
+                return Err(Errno::EINVAL);
+            }
+            return Ok((DEFAULT_CAPS >> a[1] & 1) as usize);
+        }
+        PR_SET_TIMERSLACK => {
+            ATTRS.lock().timerslack = if a[1] == 0 { 50_000 } else { a[1] };
+        }
+        PR_GET_TIMERSLACK => return Ok(ATTRS.lock().timerslack as usize),
+        PR_SET_CHILD_SUBREAPER => ATTRS.lock().subreaper = a[1] != 0,
+        PR_GET_CHILD_SUBREAPER => {
+            let v = i32::from(ATTRS.lock().subreaper);
+            uaccess::write(&mut p.mm, a[1], &v)?;
+        }
+        PR_SET_NO_NEW_PRIVS => {
+            if a[1] != 1 || !unused(2) {
+                return Err(Errno::EINVAL);
+            }
+            ATTRS.lock().no_new_privs = true;
+        }
+        PR_GET_NO_NEW_PRIVS => {
+            if !unused(1) {
+                return Err(Errno::EINVAL);
+            }
+            return Ok(usize::from(ATTRS.lock().no_new_privs));
+        }
+        _ => return Err(Errno::EINVAL),
+    }
+    Ok(0)
+}

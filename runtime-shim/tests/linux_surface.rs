@@ -1,0 +1,176 @@
+//! The Linux surface programs see beyond files and sockets: the system
+//! files of `/proc` and the information, identity, priority, `prctl`,
+//! `statfs` and sync calls. Two test programs run natively and in a
+//! `qrun do` sandbox and must print the same (they print shapes and
+//! errno names, never host- or run-specific values); a third run checks,
+//! in the sandbox only, what a container's root may not do (natively the
+//! tests may run with every capability); and busybox's `uptime`, `free`,
+//! `mount`, `df`, `nproc` and `sysctl` must print sane output in the
+//! sandbox.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, stdout};
+
+/// Runs test program `name args` natively (which must be sane: exit 0, no
+/// FAIL line) and sandboxed, and asserts they agree.
+fn compare(name: &str, args: &[&str]) -> Outcome {
+    let prog = test_apps::path(name);
+    let native = run_native(&prog, args, &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "{name}: the native run already fails, fix the test program: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, args, &[]);
+    assert_same(&format!("{name} {args:?}"), &native, &sandboxed);
+    native
+}
+
+/// loadavg, uptime, meminfo, cpuinfo, stat, mounts, self/mountinfo,
+/// version and the sys/ entries have Linux's shape.
+#[test]
+fn procfs_files() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("procfs", &[]);
+    assert!(
+        stdout(&out).contains("/proc/sys/kernel lists hostname: yes"),
+        "{out:?}"
+    );
+}
+
+/// sysinfo, getrusage, times and the CPU clocks (not advancing while the
+/// program sleeps), groups, saved ids, priorities, getcpu, personality,
+/// prctl, statfs/fstatfs and the sync family.
+#[test]
+fn info_and_identity_calls() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("sysinfo2", &[]);
+    let text = stdout(&out);
+    for line in [
+        "sleep: process CPU clock advances < 100 ms: yes",
+        "setpriority 5: 0",
+        "PR_GET_PDEATHSIG: 0",
+        "statfs /proc: 0 type 0x9fa0",
+        "fsync pipe: EINVAL",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+}
+
+/// What a container's root may not do: set the clock, read the kernel
+/// log, raise its priority, take a real-time policy or I/O class.
+#[test]
+fn container_root_limits() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_sandboxed(&test_apps::path("sysinfo2"), &["container"], &[]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "clock_settime: EPERM\n\
+         settimeofday: EPERM\n\
+         syslog read: EPERM\n\
+         setpriority 5: 0\n\
+         setpriority back to 0 (no CAP_SYS_NICE): EACCES\n\
+         sched_setscheduler FIFO: EPERM\n\
+         ioprio_set realtime: EPERM\n\
+         PR_CAPBSET_READ CAP_SYS_ADMIN: 0\n",
+        "{out:?}"
+    );
+}
+
+const BUSYBOX: &str = "/bin/busybox";
+
+/// `busybox args` in the sandbox (rootfs `/`): exits 0; its stdout.
+fn busybox(args: &[&str]) -> String {
+    assert!(
+        Path::new(BUSYBOX).is_file(),
+        "{BUSYBOX} missing: install Debian's busybox-static (scripts/deps.sh)"
+    );
+    let out = run_sandboxed(Path::new(BUSYBOX), args, &[]);
+    assert_eq!(out.status, 0, "busybox {args:?}: {out:?}");
+    stdout(&out)
+}
+
+/// The numbers on the line of `text` starting with `label`.
+fn numbers(text: &str, label: &str) -> Vec<u64> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in {text:?}"));
+    line.split_whitespace()
+        .filter_map(|w| w.trim_end_matches(',').parse().ok())
+        .collect()
+}
+
+#[test]
+fn busybox_system_tools() {
+    if !require_kvm() {
+        return;
+    }
+    let up = busybox(&["uptime"]);
+    assert!(
+        up.contains(" up ") && up.contains("load average: 0.00, 0.00, 0.00"),
+        "uptime: {up:?}"
+    );
+
+    // Guest RAM is qrun's default 256 MiB; most of it is free.
+    let free = busybox(&["free"]);
+    let mem = numbers(&free, "Mem:");
+    assert!(mem.len() >= 3, "free: {free:?}");
+    assert_eq!(mem[0], 256 * 1024, "free: total: {free:?}");
+    assert!(
+        mem[2] > mem[0] / 2 && mem[1] + mem[2] <= mem[0],
+        "free: {free:?}"
+    );
+    assert_eq!(numbers(&free, "Swap:"), [0, 0, 0], "free: {free:?}");
+
+    let mount = busybox(&["mount"]);
+    for want in [
+        " on / type ",
+        "proc on /proc type proc",
+        " on /dev type tmpfs",
+    ] {
+        assert!(mount.contains(want), "mount: no {want:?} in {mount:?}");
+    }
+    let mounts = busybox(&["cat", "/proc/mounts"]);
+    assert!(
+        mounts.lines().all(|l| l.split(' ').count() == 6),
+        "{mounts:?}"
+    );
+
+    // df finds the rootfs's mount and the host filesystem's size.
+    let df = busybox(&["df", "/"]);
+    let row = df.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.ends_with(" /") && row.split_whitespace().count() == 6,
+        "df: {df:?}"
+    );
+
+    assert_eq!(busybox(&["nproc"]), "1\n");
+    let host = busybox(&["hostname"]);
+    assert_eq!(
+        busybox(&[
+            "sysctl",
+            "kernel.hostname",
+            "kernel.ostype",
+            "vm.overcommit_memory"
+        ]),
+        format!(
+            "kernel.hostname = {}\nkernel.ostype = Linux\nvm.overcommit_memory = 0\n",
+            host.trim()
+        )
+    );
+}
