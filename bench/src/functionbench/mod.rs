@@ -387,6 +387,11 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
             let t = ctx.rt.kill(&b.id, "SIGSTOP")?;
             if round == 0 {
                 r.add("hibernate_ms", t);
+                let st = ctx.rt.ctl_status(&b.id)?;
+                r.add(
+                    "hibernate_vmm_ms",
+                    st["hibernate_us"].as_u64().unwrap_or(0) as f64 / 1e3,
+                );
             }
         }
         if round == 0 {
@@ -422,6 +427,43 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
         r.add("pss_woken_mib", b.pss_mib()?);
     }
     Ok(())
+}
+
+/// What the figures mean, and what they do not say.
+const CAVEATS: &str = "How to read it: qrun's PSS is that of its sandbox process (the VMM with the \
+guest's RAM, kernel and page cache in it); runc's is that of the container's processes (the Python \
+process: its shared libraries and page cache are the host's, shared with the other instances and \
+divided among them by PSS). Cold start includes the first request's work. runc has no hibernation: its \
+hibernation columns are `-`. CPU while hibernated is read from /proc in 10 ms ticks over one second.";
+
+/// PNG charts by `scripts/functionbench-charts.py` (needs matplotlib on
+/// the host): their file names, and a note when none were made.
+fn charts(json: &Path, dir: &Path, prefix: &str) -> (Vec<String>, String) {
+    let script = workspace_root().join("scripts/functionbench-charts.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(json)
+        .arg(dir)
+        .arg(prefix)
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let names = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_owned)
+                .filter(|l| !l.is_empty())
+                .collect();
+            (names, String::new())
+        }
+        Ok(o) => {
+            let why = String::from_utf8_lossy(&o.stderr);
+            let why = why.lines().last().unwrap_or("failed").to_owned();
+            eprintln!("functionbench: no charts: {why}");
+            (Vec::new(), format!("\n\nNo charts: {why}."))
+        }
+        Err(e) => (Vec::new(), format!("\n\nNo charts: python3: {e}.")),
+    }
 }
 
 fn write_outputs(
@@ -468,7 +510,16 @@ fn write_outputs(
             .file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
     );
-    let md = report::markdown(results, &format!("FunctionBench, {date}"), &preamble);
+    let (charts, charts_note) = charts(&json_path, &opts.out_dir, &format!("{kind}-{date}"));
+    let preamble = format!("{preamble}\n\n{CAVEATS}{charts_note}");
+    let md = report::markdown(
+        results,
+        &format!("FunctionBench, {date}"),
+        &preamble,
+        &charts,
+    );
     std::fs::write(&md_path, md).map_err(|e| format!("{}: {e}", md_path.display()))?;
-    Ok(vec![json_path, md_path])
+    let mut out = vec![json_path, md_path];
+    out.extend(charts.iter().map(|c| opts.out_dir.join(c)));
+    Ok(out)
 }

@@ -154,8 +154,12 @@ impl Target {
 /// Cold starts above this (ms) must be beaten 5x by a REAP wake.
 pub const REAP_COLD_THRESHOLD_MS: f64 = 300.0;
 
-/// The four targets for a workload, each a ratio (or a value) in this run.
+/// The four targets for a workload, each a ratio (or a value) in this run;
+/// none for a workload nothing was measured for.
 pub fn targets(w: &WorkloadResult) -> Vec<Target> {
+    if w.runtimes.iter().all(|r| r.samples.is_empty()) {
+        return Vec::new();
+    }
     let q = w.runtime("qrun");
     let runc = w.runtime("runc");
     let m = |r: Option<&RuntimeResult>, k: &str| r.and_then(|r| r.median(k));
@@ -329,8 +333,15 @@ pub fn to_json(results: &[WorkloadResult], settings: Json) -> Json {
 
 /// The markdown report: how it was run, the table of medians, the
 /// targets, and what did not run with its reason.
-pub fn markdown(results: &[WorkloadResult], title: &str, preamble: &str) -> String {
-    let mut s = format!("# {title}\n\n{preamble}\n\n## Medians\n\n");
+pub fn markdown(
+    results: &[WorkloadResult],
+    title: &str,
+    preamble: &str,
+    charts: &[String],
+) -> String {
+    let mut s = format!("# {title}\n\n{preamble}\n\n");
+    s.push_str(&target_summary(results));
+    s.push_str("\n## Medians\n\n");
     s.push_str("| workload | runtime | status |");
     for (_, h) in COLUMNS {
         let _ = write!(s, " {h} |");
@@ -364,6 +375,12 @@ pub fn markdown(results: &[WorkloadResult], title: &str, preamble: &str) -> Stri
             );
         }
     }
+    if !charts.is_empty() {
+        s.push_str("\n## Charts\n\n");
+        for c in charts {
+            let _ = writeln!(s, "![{c}]({c})\n");
+        }
+    }
     let problems: Vec<_> = results
         .iter()
         .flat_map(|w| w.runtimes.iter().map(move |r| (w, r)))
@@ -381,6 +398,32 @@ pub fn markdown(results: &[WorkloadResult], title: &str, preamble: &str) -> Stri
                 r.outcome.label()
             );
         }
+    }
+    s
+}
+
+/// Per target: how many workloads pass, miss, or have no verdict.
+pub fn target_summary(results: &[WorkloadResult]) -> String {
+    let all: Vec<Target> = results.iter().flat_map(targets).collect();
+    let mut names: Vec<&str> = all.iter().map(|t| t.name).collect();
+    names.dedup();
+    let mut s = String::from(
+        "## Targets met\n\n| target | limit | PASS | MISS | n/a |\n|---|---:|---:|---:|---:|\n",
+    );
+    for n in names {
+        let of = |v: &str| {
+            all.iter()
+                .filter(|t| t.name == n && t.verdict() == v)
+                .count()
+        };
+        let limit = all.iter().find(|t| t.name == n).map_or(0.0, |t| t.limit);
+        let _ = writeln!(
+            s,
+            "| {n} | {limit} | {} | {} | {} |",
+            of("PASS"),
+            of("MISS"),
+            of("n/a")
+        );
     }
     s
 }
@@ -542,7 +585,7 @@ mod tests {
             name: "numpy|x".into(),
             runtimes: vec![q, g],
         }];
-        let md = markdown(&w, "t", "p");
+        let md = markdown(&w, "t", "p", &[]);
         assert!(md.contains("| numpy|x | qrun | FAILED | 500 |"), "{md}");
         assert!(
             md.contains("`OSError: [Errno 38] Function not implemented`"),
@@ -561,6 +604,19 @@ mod tests {
             500.0
         );
         assert!(j["workloads"]["numpy|x"]["runtimes"]["runsc"]["metrics"]["cold_ms"].is_null());
+        // The qrun-only workload: PSS and latency against runc are n/a.
+        assert!(
+            md.contains("| qrun warm / runc warm latency | 1.2 | 0 | 0 | 1 |"),
+            "{md}"
+        );
+        // A workload nothing ran for has no targets, only its reason.
+        let mut nb = RuntimeResult::new("qrun");
+        nb.outcome = Outcome::NotBuilt("no JRE".into());
+        let w = WorkloadResult {
+            name: "hello_java".into(),
+            runtimes: vec![nb],
+        };
+        assert!(targets(&w).is_empty());
     }
 
     #[test]
@@ -604,6 +660,7 @@ mod tests {
     fn dates() {
         assert_eq!(date(0), "1970-01-01");
         assert_eq!(date(951_782_400), "2000-02-29");
-        assert_eq!(date(1_795_392_000), "2026-11-22");
+        assert_eq!(date(1_795_392_000), "2026-11-23");
+        assert_eq!(date(1_795_391_999), "2026-11-22");
     }
 }
