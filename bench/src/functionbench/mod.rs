@@ -332,10 +332,10 @@ pub fn main(args: &[String]) -> ExitCode {
 fn leftovers(rt: &Runtime) {
     if let Ok(dir) = std::fs::read_dir(&rt.root) {
         for e in dir.flatten() {
-            if let Some(id) = e.file_name().to_str() {
-                if e.path().is_dir() {
-                    rt.remove(id);
-                }
+            if let Some(id) = e.file_name().to_str()
+                && e.path().is_dir()
+            {
+                rt.remove(id);
             }
         }
     }

@@ -119,6 +119,7 @@ impl RuntimeResult {
     }
 }
 
+#[derive(Clone)]
 pub struct WorkloadResult {
     pub name: String,
     pub runtimes: Vec<RuntimeResult>,
@@ -405,8 +406,12 @@ pub fn markdown(
 /// Per target: how many workloads pass, miss, or have no verdict.
 pub fn target_summary(results: &[WorkloadResult]) -> String {
     let all: Vec<Target> = results.iter().flat_map(targets).collect();
-    let mut names: Vec<&str> = all.iter().map(|t| t.name).collect();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for t in &all {
+        if !names.contains(&t.name) {
+            names.push(t.name);
+        }
+    }
     let mut s = String::from(
         "## Targets met\n\n| target | limit | PASS | MISS | n/a |\n|---|---:|---:|---:|---:|\n",
     );
@@ -440,10 +445,9 @@ pub fn first_error_line(text: &str) -> Option<String> {
     if let Some(pos) = lines
         .iter()
         .position(|l| l.starts_with("Traceback (most recent call last)"))
+        && let Some(l) = lines[pos..].iter().find(|l| is_exception_line(l))
     {
-        if let Some(l) = lines[pos..].iter().find(|l| is_exception_line(l)) {
-            return Some((*l).to_owned());
-        }
+        return Some((*l).to_owned());
     }
     lines
         .iter()
