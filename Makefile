@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: deps build demo test lint unit integration bench clean oci-validate
+.PHONY: deps build demo test lint unit integration bench clean oci-validate functionbench functionbench-quick
 
 # Debian packages and Rust targets a fresh machine needs (idempotent).
 deps:
@@ -26,6 +26,16 @@ test: lint
 
 bench: build
 	$(CARGO) run --release -p bench
+
+# FunctionBench (issue 19): Python functions as OCI containers under qrun
+# and runc, with hibernation; builds its image once (root, network) into
+# ~/.cache/qrun-functionbench. Writes docs/bench/functionbench[-quick]-DATE.{md,json}.
+# Slow: not part of `make test`.
+functionbench: build
+	$(CARGO) run --release -p bench -- functionbench
+
+functionbench-quick: build
+	$(CARGO) run --release -p bench -- functionbench --quick
 
 # The OCI runtime-tools validation suite against qrun and runc (slow; needs
 # the Go module proxy). Not part of `make test`.

@@ -38,6 +38,10 @@
 //! `--quick` also cuts `hello` to 10 runs, reclaim to one, http to one
 //! 2 s round per side and the hibernation sandboxes to 3 per workload.
 //! `--only-hibernate` runs just the hibernation part.
+//!
+//! `bench functionbench [--quick]` runs the FunctionBench suite instead
+//! (real Python functions as OCI containers under qrun and runc, with
+//! hibernation; [`functionbench`]).
 
 #![deny(unsafe_code)]
 
@@ -46,6 +50,7 @@
     reason = "alloc_bench reserves its chunk pool with std::alloc; its unsafe blocks carry SAFETY comments"
 )]
 mod alloc_bench;
+mod functionbench;
 mod guest;
 mod hibernate;
 mod http;
@@ -62,8 +67,7 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str =
-    "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH] | bench --only-alloc";
+const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick]";
 
 struct Options {
     quick: bool,
@@ -99,6 +103,10 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "functionbench") {
+        return functionbench::main(&args[1..]);
+    }
     let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
