@@ -196,6 +196,7 @@ const COMMANDS: &[&[&str]] = &[
 /// One cell under one runtime: (status, gist, `state`'s status field).
 fn cell(rt: Rt, bundle: &Path, id: &str, state: State, cmd: &[&str]) -> (i32, String) {
     let root = TempDir::new("table-root");
+    let _gone = Gone(rt, root.0.clone(), id.to_owned());
     enter(rt, &root.0, bundle, id, state);
     let mut args = cmd.to_vec();
     args.push(id);
@@ -211,8 +212,16 @@ fn cell(rt: Rt, bundle: &Path, id: &str, state: State, cmd: &[&str]) -> (i32, St
         what = format!("status {}", v["status"]);
     }
     assert_ne!(what, "<other>", "{rt:?} {args:?} in {state:?}: {o:?}");
-    let _ = rt.run(&root.0, &["delete", "--force", id]);
     (o.status, what)
+}
+
+/// Deletes the container when dropped, also when a test fails.
+struct Gone(Rt, std::path::PathBuf, String);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let _ = self.0.run(&self.1, &["delete", "--force", &self.2]);
+    }
 }
 
 /// Every command in `state` under both runtimes; returns the table rows
@@ -305,6 +314,7 @@ fn creating() {
     let mut rows = Vec::new();
     for rt in [Rt::Runc, Rt::Qrun] {
         let root = TempDir::new("table-creating-root");
+        let _gone = Gone(rt, root.0.clone(), id.clone());
         let mut create = rt.create(&root.0, &b.0, &id);
         // The directory appears when create begins; the hook then holds it.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -344,6 +354,7 @@ fn stop_and_cont_twice_are_no_ops() {
     let id = format!("stopcont-{}", std::process::id());
     for rt in [Rt::Runc, Rt::Qrun] {
         let root = TempDir::new("table-stopcont-root");
+        let _gone = Gone(rt, root.0.clone(), id.clone());
         enter(rt, &root.0, &b.0, &id, State::Running);
         for sig in ["STOP", "STOP", "CONT", "CONT"] {
             rt.ok(&root.0, &["kill", &id, sig]);
