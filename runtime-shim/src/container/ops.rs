@@ -102,6 +102,15 @@ pub fn kill(c: &mut Container, sig: i32, all: bool) -> Result<(), ContainerError
     if status == Status::Stopped {
         return Ok(());
     }
+    let op = if all { Op::KillAll } else { Op::Kill };
+    match deliver(c, sig, status) {
+        // It stopped meanwhile: answer as for a stopped container.
+        Err(_) if !c.alive() => check(c.id(), op, Status::Stopped).map_err(Into::into),
+        r => r,
+    }
+}
+
+fn deliver(c: &mut Container, sig: i32, status: Status) -> Result<(), ContainerError> {
     let ctl = |c: &Container, req| c.ctl(req, CTL_TIMEOUT);
     match (sig, status) {
         // Before start there is nothing to hibernate or wake: runc stops
