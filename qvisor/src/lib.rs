@@ -73,6 +73,10 @@ pub struct SandboxConfig {
     /// abstract names are already private (and shared with whoever joined
     /// it, as in a pod).
     pub private_abstract: bool,
+    /// An open `/dev/kvm` to use instead of opening it: a sandbox process
+    /// that gives up its privileges (a non-root `process.user`) opens it
+    /// before.
+    pub kvm: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl SandboxConfig {
@@ -93,6 +97,7 @@ impl SandboxConfig {
             stats: false,
             seccomp: Vec::new(),
             private_abstract: true,
+            kvm: None,
         }
     }
 }
@@ -141,7 +146,20 @@ impl Sandbox {
             return Err(VmmError::MemoryTooSmall(config.memory, min));
         }
         ignore_sigpipe_and_umask();
-        let kvm = Kvm::new().map_err(VmmError::Kvm)?;
+        let kvm = match &config.kvm {
+            Some(file) => {
+                use std::os::fd::{FromRawFd, IntoRawFd};
+                let own = file.try_clone().map_err(|e| {
+                    VmmError::Kvm(kvm_ioctls::Error::new(
+                        e.raw_os_error().unwrap_or(libc::EBADF),
+                    ))
+                })?;
+                // SAFETY: `own` is a descriptor of /dev/kvm that nothing
+                // else holds; `Kvm` takes it over and closes it.
+                unsafe { Kvm::from_raw_fd(own.into_raw_fd()) }
+            }
+            None => Kvm::new().map_err(VmmError::Kvm)?,
+        };
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
         let ram = GuestRam::new(config.memory)?;
         let region = kvm_userspace_memory_region {

@@ -94,6 +94,14 @@ pub struct Resources {
     pub cpu_period: Option<u64>,
     pub cpu_shares: Option<u64>,
     pub pids_limit: Option<i64>,
+    /// `cpu.cpus` and `cpu.mems` (cpuset lists such as `0-1`).
+    #[serde(default)]
+    pub cpuset_cpus: Option<String>,
+    #[serde(default)]
+    pub cpuset_mems: Option<String>,
+    /// `blockIO.weight` (10..1000).
+    #[serde(default)]
+    pub blkio_weight: Option<u16>,
 }
 
 impl Plan {

@@ -261,6 +261,13 @@ fn cgroup_resources(spec: &Spec) -> Resources {
         cpu_period: cpu.and_then(|c| c.period()).filter(|p| *p > 0),
         cpu_shares: cpu.and_then(|c| c.shares()).filter(|s| *s > 0),
         pids_limit: r.pids().as_ref().map(|p| p.limit()).filter(|l| *l > 0),
+        cpuset_cpus: cpu.and_then(|c| c.cpus().clone()).filter(|c| !c.is_empty()),
+        cpuset_mems: cpu.and_then(|c| c.mems().clone()).filter(|m| !m.is_empty()),
+        blkio_weight: r
+            .block_io()
+            .as_ref()
+            .and_then(|b| b.weight())
+            .filter(|w| *w > 0),
     }
 }
 

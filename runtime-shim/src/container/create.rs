@@ -94,8 +94,8 @@ fn create_in(
     })?;
     write_atomic(&dir.join("plan.json"), &plan_text)?;
 
-    let rel = cgroup::relative_path(plan.cgroups_path.as_deref(), o.id)?;
-    let (cgroups, made) = Cgroups::create(&rel, &plan.resources)?;
+    let path = cgroup::container_path(plan.cgroups_path.as_deref(), o.id)?;
+    let (cgroups, made) = Cgroups::create(&path, &plan.resources)?;
     *made_cgroups = made;
 
     namespaces::enter_pid_for_children(plan)

@@ -11,6 +11,15 @@
 //! ```
 //! Hibernation (`kill SIGSTOP` / `SIGCONT`) happens inside `Running`; it is
 //! reported as the `qrun.hibernation` annotation, not as an OCI status.
+//!
+//! What runc 1.1 does is the reference, cell by cell (the integration test
+//! `lifecycle_table` drives both on the same bundles): `kill` of a stopped
+//! container fails with "container not running" while `kill --all`
+//! succeeds (containerd's exit handler relies on both), `delete` refuses a
+//! running or paused container, `delete --force` of a missing one
+//! succeeds, and `start` names why it cannot start. A container still
+//! being created (its `state.json` not written yet) does not exist for any
+//! command, as under runc.
 
 use serde::Serialize;
 use thiserror::Error;
@@ -47,6 +56,8 @@ impl std::fmt::Display for Status {
 pub enum Op {
     Start,
     Kill,
+    /// `kill --all`: as `Kill`, and a no-op on a stopped container.
+    KillAll,
     /// Hibernate or wake (`kill SIGSTOP` / `SIGCONT`).
     Hibernation,
     Delete,
@@ -59,7 +70,7 @@ impl Op {
     fn verb(self) -> &'static str {
         match self {
             Self::Start => "start",
-            Self::Kill => "signal",
+            Self::Kill | Self::KillAll => "signal",
             Self::Hibernation => "hibernate or wake",
             Self::Delete | Self::ForceDelete => "delete",
             Self::Pause => "pause",
@@ -68,14 +79,15 @@ impl Op {
     }
 }
 
-/// An operation refused in the container's current state.
+/// An operation refused in the container's current state; the message
+/// carries runc's words for the same refusal.
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("cannot {verb} container {id}: it is {status}{hint}")]
+#[error("{message}")]
 pub struct IllegalMove {
     pub id: String,
-    pub verb: &'static str,
+    pub op: Op,
     pub status: Status,
-    pub hint: &'static str,
+    pub message: String,
 }
 
 /// Whether `op` is legal in `status`: the one place that says so.
@@ -84,6 +96,7 @@ pub fn allowed(op: Op, status: Status) -> bool {
     match op {
         Op::Start => status == Created,
         Op::Kill => matches!(status, Created | Running | Paused),
+        Op::KillAll => true,
         Op::Hibernation => status == Running,
         Op::Delete => matches!(status, Created | Stopped),
         Op::ForceDelete => true,
@@ -98,16 +111,27 @@ pub fn check(id: &str, op: Op, status: Status) -> Result<(), IllegalMove> {
         return Ok(());
     }
     use Status::*;
-    let hint = match (op, status) {
-        (Op::Delete, Running | Paused) => " (use delete --force)",
-        (Op::Start, Running | Paused) => " (already started)",
-        _ => "",
+    let message = match (op, status) {
+        (Op::Kill, Stopped) => format!("container not running: {id} is stopped"),
+        (Op::Delete, Running | Paused) => {
+            format!(
+                "cannot delete container {id} that is not stopped: {status} (use delete --force)"
+            )
+        }
+        (Op::Start, Running) => format!("cannot start an already running container {id}"),
+        (Op::Start, Stopped) => format!("cannot start a container that has stopped ({id})"),
+        (Op::Start, Paused) => {
+            format!("cannot start a container in the paused state ({id})")
+        }
+        (Op::Pause, Created | Stopped) => format!("container not running: {id} is {status}"),
+        (Op::Resume, _) => format!("container not paused: {id} is {status}"),
+        _ => format!("cannot {} container {id}: it is {status}", op.verb()),
     };
     Err(IllegalMove {
         id: id.to_owned(),
-        verb: op.verb(),
+        op,
         status,
-        hint,
+        message,
     })
 }
 
@@ -126,6 +150,7 @@ mod tests {
         assert!(allowed(Op::ForceDelete, Running));
         assert!(allowed(Op::Delete, Stopped));
         assert!(!allowed(Op::Kill, Stopped));
+        assert!(allowed(Op::KillAll, Stopped));
         assert!(!allowed(Op::Hibernation, Created));
         assert!(allowed(Op::Pause, Running) && allowed(Op::Resume, Paused));
         assert!(!allowed(Op::Resume, Running));
@@ -136,7 +161,9 @@ mod tests {
         let e = check("c1", Op::Delete, Status::Running).expect_err("illegal");
         assert_eq!(
             e.to_string(),
-            "cannot delete container c1: it is running (use delete --force)"
+            "cannot delete container c1 that is not stopped: running (use delete --force)"
         );
+        let e = check("c1", Op::Kill, Status::Stopped).expect_err("illegal");
+        assert!(e.to_string().starts_with("container not running"), "{e}");
     }
 }

@@ -94,19 +94,35 @@ fn record_exit(c: &mut Container, status: i32) -> Result<(), ContainerError> {
 }
 
 /// Sends `sig` the container's way: SIGSTOP hibernates, SIGCONT wakes,
-/// SIGKILL ends the sandbox process, others reach the program.
-pub fn kill(c: &mut Container, sig: i32) -> Result<(), ContainerError> {
+/// SIGKILL ends the sandbox process, others reach the program. With
+/// `all` (`kill --all`), a stopped container is no error (as runc).
+pub fn kill(c: &mut Container, sig: i32, all: bool) -> Result<(), ContainerError> {
     let status = c.status();
-    check(c.id(), Op::Kill, status)?;
+    check(c.id(), if all { Op::KillAll } else { Op::Kill }, status)?;
+    if status == Status::Stopped {
+        return Ok(());
+    }
+    let op = if all { Op::KillAll } else { Op::Kill };
+    match deliver(c, sig, status) {
+        // It stopped meanwhile: answer as for a stopped container.
+        Err(_) if !c.alive() => check(c.id(), op, Status::Stopped).map_err(Into::into),
+        r => r,
+    }
+}
+
+fn deliver(c: &mut Container, sig: i32, status: Status) -> Result<(), ContainerError> {
     let ctl = |c: &Container, req| c.ctl(req, CTL_TIMEOUT);
     match (sig, status) {
+        // Before start there is nothing to hibernate or wake: runc stops
+        // or continues its init process and the container stays created.
+        (SIGSTOP | SIGCONT, Status::Created) => Ok(()),
         (SIGSTOP, _) => {
             check(c.id(), Op::Hibernation, status)?;
-            ctl(c, Request::Hibernate).map(drop)
+            hibernation(c, Request::Hibernate, &["hibernated", "hibernating"])
         }
         (SIGCONT, _) => {
             check(c.id(), Op::Hibernation, status)?;
-            ctl(c, Request::Wake).map(drop)
+            hibernation(c, Request::Wake, &["running", "waking"])
         }
         (SIGKILL, _) => {
             host_kill(c, SIGKILL)?;
@@ -129,6 +145,26 @@ pub fn kill(c: &mut Container, sig: i32) -> Result<(), ContainerError> {
         // Frozen: the VMM cannot answer; the signal waits in the host.
         (_, Status::Paused) => host_kill(c, sig),
         _ => ctl(c, Request::Signal(sig)).map(drop),
+    }
+}
+
+/// Asks the VMM to hibernate or wake. Like SIGSTOP to a stopped process
+/// or SIGCONT to a running one, asking for the state the sandbox is
+/// already in (or moving to, `done`) is a no-op success: a connection
+/// may have woken it since, or another `kill` hibernated it.
+fn hibernation(c: &Container, req: Request, done: &[&str]) -> Result<(), ContainerError> {
+    match c.ctl(req, CTL_TIMEOUT) {
+        Ok(_) => Ok(()),
+        Err(
+            e @ ContainerError::Control {
+                source: qvisor::ctl::CtlError::Refused(_),
+                ..
+            },
+        ) => match c.ctl(Request::Status, Duration::from_secs(2)) {
+            Ok(s) if done.contains(&s.state.as_str()) => Ok(()),
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
     }
 }
 

@@ -82,7 +82,7 @@ pub fn init(dir: &Path, sync_fd: i32, resume_fd: Option<i32>, debug: bool) -> i3
             return 1;
         }
     };
-    let plan = match prepare(dir, &mut sync, resume) {
+    let (plan, kvm) = match prepare(dir, &mut sync, resume) {
         Ok(p) => p,
         Err(e) => {
             let _ = writeln!(sync, "error: {}", crate::report::chain(&e));
@@ -96,7 +96,7 @@ pub fn init(dir: &Path, sync_fd: i32, resume_fd: Option<i32>, debug: bool) -> i3
         eprintln!("qrun: waiting for start: {e}");
         return 1;
     }
-    let status = run(&plan, &state, debug);
+    let status = run(&plan, &state, kvm, debug);
     let _ = crate::container::state_file::write_atomic(
         &state.join("exit"),
         format!("{status}\n").as_bytes(),
@@ -151,11 +151,14 @@ fn hook_point(
     .map_err(|e| IsolationError::Setup(e.to_string()))
 }
 
+/// Isolates the sandbox process; returns its plan and the open /dev/kvm
+/// (opened before the process becomes the container's user, who may not
+/// open it: the VMM keeps only the descriptor).
 fn prepare(
     dir: &Path,
     sync: &mut std::fs::File,
     resume: Option<std::fs::File>,
-) -> Result<Plan, IsolationError> {
+) -> Result<(Plan, std::fs::File), IsolationError> {
     let text = std::fs::read_to_string(dir.join("plan.json"))
         .map_err(IsolationError::io("reading plan.json"))?;
     let plan: Plan = serde_json::from_str(&text)
@@ -173,8 +176,13 @@ fn prepare(
     rootfs::pivot(&plan, dir, &mut |view| {
         hook_point(&plan, sync, resume.take(), view)
     })?;
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map_err(IsolationError::io("opening /dev/kvm"))?;
     privileges::drop(&plan)?;
-    Ok(plan)
+    Ok((plan, kvm))
 }
 
 /// Blocks until `start` opens the exec fifo, then hands it a byte.
@@ -185,7 +193,7 @@ fn wait_for_start(state: &Path) -> std::io::Result<()> {
     fifo.write_all(b"0")
 }
 
-fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
+fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     if let Err(e) = seccomp::apply() {
         eprintln!("qrun: {}", crate::report::chain(&e));
         return 1;
@@ -203,6 +211,7 @@ fn run(plan: &Plan, state: &Path, debug: bool) -> i32 {
     config.state_dir = Some(state.to_owned());
     config.log_level = if debug { 4 } else { 0 };
     config.seccomp = plan.seccomp.clone();
+    config.kvm = Some(std::sync::Arc::new(kvm));
     // In a network namespace of its own (made or joined) the abstract
     // AF_UNIX names are the container's; in the host's they are tagged.
     config.private_abstract = !plan.has_namespace(NsKind::Network);

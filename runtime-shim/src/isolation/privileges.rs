@@ -1,10 +1,11 @@
-//! Dropping privileges: the user and groups of `process.user` (plus the
-//! group of /dev/kvm, so the VMM can still open it), a capability
+//! Dropping privileges: the user and groups of `process.user` (the VMM
+//! runs as the container's user, so host files keep their permissions for
+//! it, and the guest program sees those ids; /dev/kvm is opened before,
+//! see `isolation::prepare`), a capability
 //! bounding set and sets reduced to what the VMM uses on the guest's
 //! behalf (as far as the config grants it, see `bundle::VMM_CAPS`), and
 //! `no_new_privs` (qvisor never executes anything).
 
-use std::os::unix::fs::MetadataExt;
 use std::str::FromStr;
 
 use caps::{CapSet, Capability, CapsHashSet};
@@ -31,15 +32,11 @@ pub fn drop(plan: &Plan) -> Result<(), IsolationError> {
             let _ = caps::drop(None, CapSet::Bounding, cap);
         }
     }
-    let mut groups: Vec<Gid> = plan
+    let groups: Vec<Gid> = plan
         .additional_gids
         .iter()
         .map(|g| Gid::from_raw(*g))
         .collect();
-    if plan.uid != 0 {
-        let kvm_gid = std::fs::metadata("/dev/kvm").map(|m| m.gid()).unwrap_or(0);
-        groups.push(Gid::from_raw(kvm_gid));
-    }
     setgroups(&groups).map_err(IsolationError::sys("setgroups"))?;
     let gid = Gid::from_raw(plan.gid);
     setresgid(gid, gid, gid).map_err(IsolationError::sys("setresgid"))?;
