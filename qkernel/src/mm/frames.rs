@@ -13,10 +13,10 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use qlib::abi::{Call, IoVec};
 use qlib::bitmap_alloc::{
     AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource, PageCache,
 };
-use qlib::abi::{Call, IoVec};
 use qlib::layout::DIRECT_MAP;
 use spin::Mutex;
 
@@ -167,7 +167,12 @@ pub fn boot_image_ranges(images: [IoVec; 2], boot_data: u64, mem_size: u64) -> [
     images.map(|v| {
         let end = v.gpa.checked_add(v.len).map(|e| e.next_multiple_of(4096));
         match end {
-            Some(end) if v.len > 0 && v.gpa >= boot_data && v.gpa.is_multiple_of(4096) && end <= mem_size => {
+            Some(end)
+                if v.len > 0
+                    && v.gpa >= boot_data
+                    && v.gpa.is_multiple_of(4096)
+                    && end <= mem_size =>
+            {
                 IoVec {
                     gpa: v.gpa,
                     len: end - v.gpa,
