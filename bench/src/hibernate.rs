@@ -10,6 +10,10 @@
 //!   its request is `GET /verify` (re-reads the 64 MiB) on a new connection,
 //!   which is also what wakes it.
 //! - `httphello`: the same server answering `GET /` (a small server).
+//! - `pyhello`: the host's `/usr/bin/python3` running a standard-library
+//!   `http.server` answering `GET /` ([`PY_HELLO`], FunctionBench's hello
+//!   in one line; `n/a` without python3): a function with shared libraries
+//!   and an interpreter, which the C servers do not have.
 //!
 //! Per sandbox: `cold` (spawn to first response), `warm` (a request on a
 //! running sandbox), then three hibernations: the first is woken by a
@@ -43,7 +47,37 @@ enum Driver {
         setup: Option<&'static str>,
         request: &'static str,
     },
+    /// [`PY_HELLO`] under `/usr/bin/python3`: `GET /` as for `Http`.
+    PyHttp,
 }
+
+/// The host's Python interpreter.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A Python hello function (as `functionbench/hello.py` with `fbserve.py`):
+/// prints `listening on PORT`, answers `GET /` with `hello`, and exits
+/// after `GET /quit`. `handle_request` blocks without a timeout, as
+/// FunctionBench's server does, so a hibernated sandbox stays asleep.
+const PY_HELLO: &str = "\
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def do_GET(self):
+        body = b'bye' if self.path == '/quit' else b'hello'
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if self.path == '/quit':
+            self.server.quit = True
+    def log_message(self, *args):
+        pass
+s = http.server.HTTPServer(('127.0.0.1', 0), H)
+s.quit = False
+print('listening on', s.server_address[1], flush=True)
+while not s.quit:
+    s.handle_request()
+";
 
 /// A workload: what to run and what a request is.
 struct Workload {
@@ -56,7 +90,7 @@ struct Workload {
     pss_mib_target: Option<f64>,
 }
 
-fn workloads() -> [Workload; 4] {
+fn workloads() -> [Workload; 5] {
     [
         Workload {
             name: "fn64",
@@ -97,6 +131,14 @@ fn workloads() -> [Workload; 4] {
             answer: "hello",
             pss_pct_target: None,
             pss_mib_target: Some(2.0),
+        },
+        Workload {
+            name: "pyhello",
+            driver: Driver::PyHttp,
+            answer: "hello",
+            pss_pct_target: None,
+            // Issue 16: <= 1 MiB hibernated for the Python hello.
+            pss_mib_target: Some(1.0),
         },
     ]
 }
@@ -145,6 +187,14 @@ impl Sandbox {
         let mut cmd = match w.driver {
             Driver::Pattern { mib, .. } => r.sandboxed(&opts, "hib_pattern", &[&mib.to_string()]),
             Driver::Http { .. } => r.sandboxed(&opts, "http_server", &["--port", "0"]),
+            Driver::PyHttp => {
+                let mut c = Command::new(r.qrun());
+                c.arg("do")
+                    .args(&opts)
+                    .args(["--", PYTHON, "-c", PY_HELLO])
+                    .stdin(Stdio::null());
+                c
+            }
         };
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -159,7 +209,7 @@ impl Sandbox {
             Driver::Pattern { .. } if first.starts_with("ready") => {
                 Channel::Stdio { stdin, stdout }
             }
-            Driver::Http { .. } => {
+            Driver::Http { .. } | Driver::PyHttp => {
                 let port = first
                     .strip_prefix("listening on ")
                     .and_then(|p| p.trim().parse().ok())
@@ -198,6 +248,7 @@ impl Sandbox {
                 line(stdout)?
             }
             (Channel::Http { port, .. }, Driver::Http { request, .. }) => http_get(*port, request)?,
+            (Channel::Http { port, .. }, Driver::PyHttp) => http_get(*port, "/")?,
             _ => return Err("workload and channel disagree".into()),
         };
         if !answer.starts_with(w.answer) {
@@ -443,7 +494,12 @@ pub fn run(r: &Runner, sandboxes: usize) -> Vec<Metric> {
     let mut out = Vec::new();
     for w in workloads() {
         eprintln!("bench: hibernation {} x{sandboxes}", w.name);
-        let result = run_workload(r, &w, sandboxes).map_err(Value::Failed);
+        let result =
+            if matches!(w.driver, Driver::PyHttp) && !std::path::Path::new(PYTHON).is_file() {
+                Err(Value::NotAvailable(format!("{PYTHON} not found")))
+            } else {
+                run_workload(r, &w, sandboxes).map_err(Value::Failed)
+            };
         for &(suffix, unit) in METRICS {
             let name = format!("hib.{}.{suffix}", w.name);
             let value = match &result {

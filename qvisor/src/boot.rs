@@ -38,8 +38,15 @@ pub struct Program<'a> {
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
 pub type LogLevel = u64;
 
-/// Loads the kernel ELF into guest RAM; returns its entry point.
-pub fn load_kernel(ram: &GuestRam, image: &[u8]) -> Result<u64, VmmError> {
+/// The whole pages of the kernel's code segments (executable, not
+/// writable, no bss) as loaded: `(gpa, bytes of image)`. Nothing writes
+/// them after boot, so a hibernated sandbox can drop them and copy them
+/// back from the image at wake (`hibernate`).
+pub type KernelText = Vec<(u64, &'static [u8])>;
+
+/// Loads the kernel ELF into guest RAM; returns its entry point and its
+/// code pages ([`KernelText`]).
+pub fn load_kernel(ram: &GuestRam, image: &'static [u8]) -> Result<(u64, KernelText), VmmError> {
     let bad = VmmError::KernelImage;
     let u16_at = |o: usize| -> Result<u64, VmmError> {
         let b = image.get(o..o + 2).ok_or(bad("truncated"))?;
@@ -56,12 +63,14 @@ pub fn load_kernel(ram: &GuestRam, image: &[u8]) -> Result<u64, VmmError> {
     let phoff = u64_at(32)? as usize;
     let phentsize = u16_at(54)? as usize;
     let phnum = u16_at(56)? as usize;
+    let mut text = Vec::new();
     for i in 0..phnum {
         let ph = phoff + i * phentsize;
         let p_type = u64_at(ph)? & 0xffff_ffff;
         if p_type != 1 {
             continue;
         }
+        let flags = u64_at(ph)? >> 32;
         let offset = u64_at(ph + 8)? as usize;
         let paddr = u64_at(ph + 24)?;
         let filesz = u64_at(ph + 32)? as usize;
@@ -75,8 +84,20 @@ pub fn load_kernel(ram: &GuestRam, image: &[u8]) -> Result<u64, VmmError> {
         // Guest RAM is fresh anonymous memory: the bss is already zero.
         ram.write_bytes(paddr, bytes)
             .map_err(|_| bad("segment outside guest RAM"))?;
+        // PF_X set, PF_W clear, no bss: whole pages only (the segment's
+        // first and last pages may hold a neighbour's bytes).
+        if flags & 1 != 0 && flags & 2 == 0 && filesz as u64 == memsz {
+            let start = paddr.next_multiple_of(PAGE_SIZE);
+            let end = (paddr + memsz) & !(PAGE_SIZE - 1);
+            if end > start {
+                let from = offset + (start - paddr) as usize;
+                if let Some(b) = image.get(from..from + (end - start) as usize) {
+                    text.push((start, b));
+                }
+            }
+        }
     }
-    Ok(entry)
+    Ok((entry, text))
 }
 
 /// End (exclusive) of the guest-physical memory the kernel image uses

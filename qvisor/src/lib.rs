@@ -173,9 +173,13 @@ impl Sandbox {
         // VM (both live until this function returns, `vm` dropped first).
         unsafe { vm.set_user_memory_region(region) }.map_err(VmmError::Kvm)?;
 
-        let entry = boot::load_kernel(&ram, KERNEL_IMAGE)?;
+        let (entry, kernel_text) = boot::load_kernel(&ram, KERNEL_IMAGE)?;
         let cr3 = boot::build_page_tables(&ram)?;
         boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
+        // The images are in guest RAM now: their host copy (the size of the
+        // program, 6.6 MiB for python3) would otherwise stay in the VMM's
+        // heap for the sandbox's life, hibernated too.
+        drop(launch);
 
         let mut vcpu = vm.create_vcpu(0).map_err(VmmError::Kvm)?;
         if let Ok(cpuid) = kvm.get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES) {
@@ -193,7 +197,8 @@ impl Sandbox {
                 .to_string();
             VmmError::StateDir(dir, e)
         })?;
-        let hib = Hibernation::new(state_dir.path().to_path_buf(), channel.clone());
+        let mut hib = Hibernation::new(state_dir.path().to_path_buf(), channel.clone());
+        hib.set_kernel_text(kernel_text);
         let mut calls = HostCalls::new(
             &ram,
             &hib,

@@ -13,6 +13,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use qlib::abi::{Call, IoVec};
 use qlib::bitmap_alloc::{
     AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource, PageCache,
 };
@@ -20,6 +21,7 @@ use qlib::layout::DIRECT_MAP;
 use spin::Mutex;
 
 use super::gpa_to_kva;
+use crate::hostcall;
 
 /// Guest RAM handed out as chunks: a bump range plus a stack of returned
 /// chunks.
@@ -155,6 +157,53 @@ pub fn stats() -> AllocStats {
     s.pages_in_use -= cache.len();
     s.pages_free += cache.len();
     s
+}
+
+/// The page-aligned ranges of the boot-data images (`program`, `interp`),
+/// each rounded up to the page the VMM padded it to (`qvisor::boot`
+/// places every part on a page boundary); empty images and ranges outside
+/// `[boot_data, mem_size)` are left out.
+pub fn boot_image_ranges(images: [IoVec; 2], boot_data: u64, mem_size: u64) -> [IoVec; 2] {
+    images.map(|v| {
+        let end = v.gpa.checked_add(v.len).map(|e| e.next_multiple_of(4096));
+        match end {
+            Some(end)
+                if v.len > 0
+                    && v.gpa >= boot_data
+                    && v.gpa.is_multiple_of(4096)
+                    && end <= mem_size =>
+            {
+                IoVec {
+                    gpa: v.gpa,
+                    len: end - v.gpa,
+                }
+            }
+            _ => IoVec { gpa: 0, len: 0 },
+        }
+    })
+}
+
+/// Hands the boot data's program and interpreter images back to the host
+/// once the loader has copied their segments into user pages: nothing
+/// reads them again (`execve` reads files), and they are the size of the
+/// program (6.6 MiB for python3), held in guest RAM for the sandbox's life
+/// otherwise, hibernated or not. The VMM drops their host pages (they read
+/// back as zero). Returns the bytes handed back.
+pub fn discard_boot_images(images: [IoVec; 2], boot_data: u64, mem_size: u64) -> u64 {
+    let mut ranges = boot_image_ranges(images, boot_data, mem_size);
+    // Non-empty ranges first: the VMM gets only those.
+    ranges.sort_by_key(|r| r.len == 0);
+    let n = ranges.iter().filter(|r| r.len > 0).count();
+    if n == 0 {
+        return 0;
+    }
+    let (gpa, _) = hostcall::iovecs(&ranges);
+    let rc = hostcall::call(Call::Reclaim, [gpa, n as u64, 1, 0, 0, 0]);
+    if rc < 0 {
+        log::warn!("boot images not handed back: {rc}");
+        return 0;
+    }
+    rc as u64
 }
 
 /// Calls `f(gpa, len)` for every chunk the allocator gave back to the pool.

@@ -30,6 +30,7 @@ use qlib::abi::{IoVec, SwapPage, control};
 use super::SwapError;
 use super::reap::ReapFile;
 use super::swap::SwapFile;
+use crate::boot::KernelText;
 use crate::control::ControlChannel;
 use crate::ctl::Status;
 use crate::guest_mem::GuestRam;
@@ -100,6 +101,8 @@ struct Inner {
     begun: bool,
     /// The vCPU stopped: nothing will move the state any more.
     closed: bool,
+    /// The kernel's code pages were dropped ([`Hibernation::before_wait`]).
+    text_dropped: bool,
 }
 
 /// The controller of one sandbox.
@@ -110,6 +113,8 @@ pub struct Hibernation {
     /// Failed): the fast path of [`Hibernation::on_guest_resume`].
     hold: AtomicBool,
     channel: Arc<ControlChannel>,
+    /// The guest kernel's code pages and their bytes in the image.
+    kernel_text: KernelText,
 }
 
 /// How long a hibernate request lets a running program reach a blocking
@@ -172,6 +177,28 @@ fn drop_text() {
     }
     // SAFETY: `each` only reads what the loader hands it.
     unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::null_mut()) };
+}
+
+/// Drops this process's view of the whole pages of `bytes`, part of a
+/// read-only segment of the qrun binary (as [`drop_text`] does).
+fn drop_file_pages(bytes: &'static [u8]) {
+    let start = (bytes.as_ptr() as usize).next_multiple_of(4096);
+    let end = (bytes.as_ptr() as usize + bytes.len()) & !4095;
+    if end > start {
+        // SAFETY: `bytes` lies in a read-only segment of the binary (the
+        // kernel image, a `static`), a private file mapping never written:
+        // its pages fault back in from the page cache with the same bytes.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    }
+}
+
+/// Whether guest RAM at `gpa` holds `bytes`.
+fn same_bytes(ram: &GuestRam, gpa: u64, bytes: &[u8]) -> bool {
+    let mut buf = [0u8; 4096];
+    bytes.chunks(buf.len()).enumerate().all(|(n, want)| {
+        let got = &mut buf[..want.len()];
+        ram.read_bytes(gpa + (n * 4096) as u64, got).is_ok() && got == want
+    })
 }
 
 fn errno_text(rc: i64) -> String {
@@ -238,11 +265,64 @@ impl Hibernation {
                 failure: None,
                 begun: false,
                 closed: false,
+                text_dropped: false,
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
             channel,
+            kernel_text: Vec::new(),
         }
+    }
+
+    /// The guest kernel's code pages ([`crate::boot::load_kernel`]),
+    /// dropped while the sandbox sleeps hibernated.
+    pub fn set_kernel_text(&mut self, text: KernelText) {
+        self.kernel_text = text;
+    }
+
+    /// Called by the vCPU thread when the guest makes a host call after
+    /// which it runs again only through [`Self::on_guest_resume`] (a
+    /// blocking wait): if the sandbox is hibernated, the guest kernel's
+    /// code pages (~250 KiB, identical to the image, which lies in the
+    /// qrun binary's page cache) go back to the host. Host-call arguments
+    /// never point into code. Pages that differ from the image are kept.
+    pub fn before_wait(&self, ram: &GuestRam) {
+        if !self.hold.load(Ordering::Acquire) || self.kernel_text.is_empty() {
+            return;
+        }
+        let mut i = self.lock();
+        if i.state != State::Hibernated || i.text_dropped {
+            return;
+        }
+        let unchanged = self
+            .kernel_text
+            .iter()
+            .all(|&(gpa, bytes)| same_bytes(ram, gpa, bytes));
+        if !unchanged {
+            log::warn!("guest kernel code differs from its image: kept");
+            return;
+        }
+        i.text_dropped = true;
+        for &(gpa, bytes) in &self.kernel_text {
+            // Page-aligned and inside guest RAM (`load_kernel`).
+            let _ = ram.discard(gpa, bytes.len() as u64);
+            // The comparison faulted the image's pages into this process.
+            drop_file_pages(bytes);
+        }
+    }
+
+    /// Copies the kernel's code pages back if [`Self::before_wait`]
+    /// dropped them.
+    fn restore_text(&self, i: &mut Inner, ram: &GuestRam) -> Result<(), SwapError> {
+        if !i.text_dropped {
+            return Ok(());
+        }
+        for &(gpa, bytes) in &self.kernel_text {
+            ram.write_bytes(gpa, bytes)
+                .map_err(|_| SwapError::BadPage(gpa))?;
+        }
+        i.text_dropped = false;
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -359,6 +439,7 @@ impl Hibernation {
         let t0 = Instant::now();
         i.transition(Event::WakeStart, why)?;
         let result = (|| {
+            self.restore_text(i, ram)?;
             if let Some(s) = i.swap.as_mut() {
                 s.reload(ram)?;
             }
