@@ -157,16 +157,10 @@ fn check(what: &str, h: &oci_spec::runtime::Hook) -> Result<Hook, BundleError> {
     } else {
         args
     };
-    if let Some(env) = h.env() {
-        for (i, e) in env.iter().enumerate() {
-            let why = match e.split_once('=') {
-                _ if e.contains('\0') => "contains a NUL byte",
-                None => "has no '='",
-                Some(("", _)) => "has an empty name",
-                Some(_) => continue,
-            };
-            return bad(format!("env[{i}] {e:?} {why}"));
-        }
+    if let Some(env) = h.env()
+        && let Some((i, why)) = crate::bundle::bad_env_entry(env)
+    {
+        return bad(format!("env[{i}] {:?} {why}", env[i]));
     }
     let timeout = match h.timeout() {
         None => None,

@@ -14,11 +14,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bundle::{qrun_at, qrun_detached, sleep_bundle_with, state};
 use common::require_kvm;
+use common::runc::{runc, runc_ok, runc_state};
 use common::tmp::TempDir;
 use serde_json::json;
 
@@ -51,28 +51,10 @@ fn cgroup_lines(pid: i64, name: &str) -> Vec<String> {
     lines
 }
 
-fn runc(root: &Path, args: &[&str]) {
-    let st = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("runc is installed (scripts/deps.sh)");
-    assert!(st.success(), "runc {args:?}: {st}");
-}
-
 fn runc_pid(root: &Path, id: &str) -> i64 {
-    let o = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(["state", id])
-        .output()
-        .expect("runc state");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("runc state JSON");
-    v["pid"].as_i64().expect("pid")
+    runc_state(root, id)["pid"]
+        .as_i64()
+        .expect("runc state has a pid")
 }
 
 /// Deletes both containers and removes what is left of the cgroup
@@ -87,12 +69,7 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = common::bundle::qrun_at(&self.root, &["delete", "--force", &self.ids[0]]);
-        let _ = Command::new("runc")
-            .arg("--root")
-            .arg(&self.rroot)
-            .args(["delete", "--force", &self.ids[1]])
-            .stderr(Stdio::null())
-            .status();
+        let _ = runc(&self.rroot, &["delete", "--force", &self.ids[1]]);
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut bases = vec![String::new()];
         bases.extend(
@@ -154,9 +131,9 @@ fn compare(prefix: &str, id: &str) {
         .expect("pid");
     let qrun_lines = cgroup_lines(pid, id);
     make(&rid);
-    runc(&rroot.0, &["create", "--bundle", b.str(), &rid]);
+    runc_ok(&rroot.0, &["create", "--bundle", b.str(), &rid]);
     let runc_lines = cgroup_lines(runc_pid(&rroot.0, &rid), &rid);
-    runc(&rroot.0, &["delete", "--force", &rid]);
+    runc_ok(&rroot.0, &["delete", "--force", &rid]);
 
     // Each hierarchy's directory for the sandbox, from its cgroup line.
     let mut dirs = Vec::new();

@@ -14,11 +14,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bundle::{qrun_at, qrun_detached, sleep_bundle_with, state, wait_status};
 use common::require_kvm;
+use common::runc::{runc_ok, runc_state};
 use common::tmp::TempDir;
 use serde_json::{Value, json};
 
@@ -96,19 +96,6 @@ fn summary(out: &Path, id: &str, bundle: &Path) -> String {
     s
 }
 
-fn runc(root: &Path, args: &[&str]) {
-    let st = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("runc is installed (scripts/deps.sh)");
-    assert!(st.success(), "runc {args:?}: {st}");
-}
-
 /// create, start, kill, delete under runc; what the hooks recorded.
 fn under_runc(id: &str) -> String {
     let (b, out, root) = (
@@ -117,24 +104,18 @@ fn under_runc(id: &str) -> String {
         TempDir::new("hooks-runc-root"),
     );
     hooked_bundle(&b, all_recording(&out.0));
-    runc(&root.0, &["create", "--bundle", b.str(), id]);
-    runc(&root.0, &["start", id]);
-    runc(&root.0, &["kill", id, "KILL"]);
+    runc_ok(&root.0, &["create", "--bundle", b.str(), id]);
+    runc_ok(&root.0, &["start", id]);
+    runc_ok(&root.0, &["kill", id, "KILL"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let o = Command::new("runc")
-            .arg("--root")
-            .arg(&root.0)
-            .args(["state", id])
-            .output()
-            .expect("runc state");
-        if String::from_utf8_lossy(&o.stdout).contains("\"stopped\"") {
+        if runc_state(&root.0, id)["status"] == "stopped" {
             break;
         }
         assert!(Instant::now() < deadline, "runc container did not stop");
         std::thread::sleep(Duration::from_millis(10));
     }
-    runc(&root.0, &["delete", id]);
+    runc_ok(&root.0, &["delete", id]);
     summary(&out.0, id, &b.0)
 }
 

@@ -15,34 +15,17 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::bundle::{bundle, qrun_at};
+use common::runc::runc;
 use common::tmp::TempDir;
-use common::{Outcome, require_kvm, shell_status};
+use common::{Outcome, require_kvm};
 use serde_json::json;
 
 fn runc_run(root: &Path, b: &Path, id: &str) -> Outcome {
-    let out = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(["run", "--bundle"])
-        .arg(b)
-        .arg(id)
-        .stdin(Stdio::null())
-        .output()
-        .expect("runc is installed (scripts/deps.sh)");
-    let _ = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(["delete", "--force", id])
-        .stderr(Stdio::null())
-        .status();
-    Outcome {
-        stdout: out.stdout,
-        stderr: out.stderr,
-        status: shell_status(out.status),
-    }
+    let out = runc(root, &["run", "--bundle", &b.to_string_lossy(), id]);
+    let _ = runc(root, &["delete", "--force", id]);
+    out
 }
 
 /// The first line of stderr past any runtime's prefix: busybox's message.

@@ -12,11 +12,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::bundle::{bundle, qrun_at};
+use common::runc::runc;
 use common::tmp::TempDir;
-use common::{Outcome, assert_same, require_kvm, shell_status};
+use common::{Outcome, assert_same, require_kvm};
 use serde_json::{Value, json};
 
 fn profile() -> Value {
@@ -43,19 +42,7 @@ fn probe_bundle(dir: &TempDir, last: &str) {
 
 fn under_runc(b: &TempDir, id: &str) -> Outcome {
     let root = TempDir::new("seccomp-runc-root");
-    let out = Command::new("runc")
-        .arg("--root")
-        .arg(&root.0)
-        .args(["run", "--bundle"])
-        .arg(&b.0)
-        .arg(id)
-        .output()
-        .expect("runc is installed (scripts/deps.sh)");
-    Outcome {
-        stdout: out.stdout,
-        stderr: out.stderr,
-        status: shell_status(out.status),
-    }
+    runc(&root.0, &["run", "--bundle", &b.0.to_string_lossy(), id])
 }
 
 fn compare(last: &str) -> Outcome {

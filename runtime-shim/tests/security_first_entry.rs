@@ -98,27 +98,37 @@ fn privileged_first_instructions_fault_under_qrun_run() {
     }
 }
 
-/// `qrun do` of `first_spin`, its process, after it had time to spin.
-fn spawn_spinner(extra: &[&str]) -> std::process::Child {
+/// A `qrun do` of `first_spin`; SIGKILLed when dropped, so that a failing
+/// test leaves no spinning sandbox behind.
+struct Spinner(std::process::Child);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `qrun do` of `first_spin`, after it had time to spin.
+fn spawn_spinner(extra: &[&str]) -> Spinner {
     let mut cmd = Command::new(common::qrun());
     cmd.arg("do").args(extra).arg("--");
     cmd.arg(test_apps::path("first_spin"));
     let child = common::ready::spawn(cmd);
     std::thread::sleep(Duration::from_millis(300));
-    child
+    Spinner(child)
 }
 
-fn wait_with_deadline(mut child: std::process::Child, deadline: Duration) -> i32 {
+fn wait_with_deadline(mut s: Spinner, deadline: Duration) -> i32 {
     let t0 = Instant::now();
     loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
+        if let Some(st) = s.0.try_wait().expect("try_wait") {
             return common::shell_status(st);
         }
-        if t0.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the spinning program did not end within {deadline:?}");
-        }
+        assert!(
+            t0.elapsed() <= deadline,
+            "the spinning program did not end within {deadline:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -129,7 +139,7 @@ fn sigterm_reaches_a_program_spinning_before_its_first_syscall() {
         return;
     }
     let child = spawn_spinner(&[]);
-    common::ready::kill_term(&child);
+    common::ready::kill_term(&child.0);
     assert_eq!(wait_with_deadline(child, Duration::from_secs(2)), 143);
 }
 

@@ -23,19 +23,27 @@ pub fn args(args: &[String]) -> Result<(), BundleError> {
     }
 }
 
-/// `process.env`: `NAME=VALUE` each, a non-empty name, no NUL byte (as
-/// runc's `populateProcessEnvironment`).
-pub fn env(env: &[String]) -> Result<(), BundleError> {
-    for (i, e) in env.iter().enumerate() {
+/// The first entry of `env` that is not `NAME=VALUE` with a non-empty
+/// name and no NUL byte (runc's `populateProcessEnvironment` rules): its
+/// index and what is wrong with it. Also used for hooks' `env`.
+pub fn bad_env_entry(env: &[String]) -> Option<(usize, &'static str)> {
+    env.iter().enumerate().find_map(|(i, e)| {
         let why = match e.split_once('=') {
             _ if e.contains('\0') => "contains a NUL byte",
             None => "has no '='",
             Some(("", _)) => "has an empty name",
-            Some(_) => continue,
+            Some(_) => return None,
         };
-        return Err(invalid(format!("process.env[{i}] {e:?} {why}")));
+        Some((i, why))
+    })
+}
+
+/// `process.env`: every entry as [`bad_env_entry`] wants.
+pub fn env(env: &[String]) -> Result<(), BundleError> {
+    match bad_env_entry(env) {
+        Some((i, why)) => Err(invalid(format!("process.env[{i}] {:?} {why}", env[i]))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `process.cwd`: absolute, no NUL byte.

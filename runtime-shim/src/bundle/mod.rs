@@ -13,6 +13,7 @@
 //! and run by `crate::hooks`.
 
 mod checks;
+pub use checks::bad_env_entry;
 #[cfg(test)]
 mod fuzz;
 mod mounts;

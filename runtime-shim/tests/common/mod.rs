@@ -11,6 +11,7 @@
 pub mod bundle;
 pub mod http;
 pub mod ready;
+pub mod runc;
 pub mod server;
 pub mod tmp;
 
