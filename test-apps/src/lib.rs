@@ -50,6 +50,8 @@ pub const ALL: &[&str] = &[
     "first_spin",
     "first_write",
     "flags_syscall",
+    // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
+    "forkwait",
     "fileops",
     "fileops_special",
     "hello",

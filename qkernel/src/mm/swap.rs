@@ -301,12 +301,16 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
     let mut shared: BTreeMap<u64, u64> = BTreeMap::new();
     let mut n = Counts::default();
     let mut full = false;
+    let several = crate::task::several();
     walk_user(arch::cr3() & ADDR_MASK, &mut |m| {
         if full || out.rc < 0 || reap.rc < 0 || pins.contains(&m.gpa) {
             return;
         }
         let refs = frames::user_refs(m.gpa);
-        if refs == 0 {
+        // With several processes a frame mapped more than once may be
+        // shared copy-on-write with another address space, which this
+        // walk does not see: it stays in place (docs/processes.md).
+        if refs == 0 || (refs > 1 && several) {
             return;
         }
         // SAFETY: `m.leaf` is a live leaf entry found by the walk.
