@@ -13,7 +13,7 @@ use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
 use crate::arch::user_return;
 use crate::mm::fault::{self, FaultError};
-use crate::{hostcall, process, signal, syscalls};
+use crate::{process, signal, syscalls};
 
 /// RFLAGS trap flag.
 const TF: u64 = 0x100;

@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::arch::entry::TrapFrame;
 use crate::errno::Errno;
 use crate::process::{self, SigAction};
-use crate::{hostcall, syscalls};
+use crate::syscalls;
 
 use super::frame::{self, FPSTATE_SIZE, FRAME_SIZE, SIGINFO_OFFSET, Saved, UC_OFFSET};
 use super::{DEFAULT_IGNORE, Info, SIGSEGV, bit, blocked, set_blocked, set_disposition, take_next};

@@ -134,12 +134,6 @@ impl SigState {
         }
     }
 
-    /// Whether `sig` is ignored (explicitly or by default) by this task.
-    pub fn ignores(&self, sig: u32) -> bool {
-        let b = bit(sig);
-        (self.ignored | (DEFAULT_IGNORE & !self.handled)) & b != 0
-    }
-
     /// Whether `sig` is explicitly `SIG_IGN` (for SIGCHLD: children are
     /// reaped automatically).
     pub fn explicitly_ignores(&self, sig: u32) -> bool {

@@ -108,7 +108,12 @@ pub static ENTRIES: &[Entry] = &[
     e(21, sys_stat::access, Full, ""),
     e(22, sys_poll::pipe, Full, "host pipe"),
     e(23, sys_poll::select, Full, "waits in the VMM"),
-    e(24, sys_task::sched_yield, Full, "runs the other runnable tasks"),
+    e(
+        24,
+        sys_task::sched_yield,
+        Full,
+        "runs the other runnable tasks",
+    ),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
     e(
         28,
@@ -165,7 +170,12 @@ pub static ENTRIES: &[Entry] = &[
         "one thread; set-user-ID bits not honoured",
     ),
     e(60, sys_task::sys_exit, Full, "one thread per process"),
-    e(61, sys_task::wait4, Partial, "no stopped/continued children"),
+    e(
+        61,
+        sys_task::wait4,
+        Partial,
+        "no stopped/continued children",
+    ),
     e(62, sys_task::kill, Full, ""),
     e(63, sys_proc::uname, Full, ""),
     e(
@@ -207,7 +217,12 @@ pub static ENTRIES: &[Entry] = &[
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
     e(110, sys_task::getppid, Full, "0 for pid 1"),
-    e(111, sys_task::getpgrp, Partial, "no setpgid yet: the parent's group"),
+    e(
+        111,
+        sys_task::getpgrp,
+        Partial,
+        "no setpgid yet: the parent's group",
+    ),
     e(121, sys_task::getpgid, Partial, "own process only"),
     e(127, sys_signal::rt_sigpending, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),
@@ -250,7 +265,12 @@ pub static ENTRIES: &[Entry] = &[
         "host fds only (EPERM otherwise)",
     ),
     e(234, sys_task::tgkill, Full, ""),
-    e(247, sys_task::waitid, Partial, "P_ALL, P_PID, P_PGID; exits only"),
+    e(
+        247,
+        sys_task::waitid,
+        Partial,
+        "P_ALL, P_PID, P_PGID; exits only",
+    ),
     e(
         257,
         sys_file::openat,

@@ -5,7 +5,7 @@ use crate::errno::{Errno, SysResult};
 use crate::hostcall;
 use crate::mm::uaccess;
 use crate::process::Process;
-use crate::signal::{self, Info, SI_TKILL, SI_USER};
+use crate::signal;
 
 /// Waits in the host until a handled signal is pending (a signal whose
 /// default action ends the program ends it while we wait).

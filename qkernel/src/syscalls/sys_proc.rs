@@ -8,10 +8,6 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::random;
 
-
-
-
-
 /// `getuid()`.
 pub fn getuid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(p.ids[0] as usize)

@@ -114,7 +114,7 @@ fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
         core::slice::from_raw_parts((frame as *const TrapFrame).cast::<u64>(), frame_words)
     };
     stack[frame_idx..top_idx].copy_from_slice(words);
-    stack[frame_idx - 1] = switch::ret_from_fork as usize as u64;
+    stack[frame_idx - 1] = switch::ret_from_fork as *const () as u64;
     let rsp_idx = frame_idx - 1 - SWITCH_FRAME_WORDS;
     let rsp = base + (rsp_idx as u64) * 8;
     Ok((stack, top, rsp))

@@ -232,5 +232,9 @@ pub fn exec_done() {
 
 /// A host signal while another task than pid 1 runs: it goes to pid 1.
 pub fn signal_init_from_host(sig: u32) {
-    let _ = wait::send_to_other(1, sig, crate::signal::Info::user(crate::signal::SI_USER, 0, 0));
+    let _ = wait::send_to_other(
+        1,
+        sig,
+        crate::signal::Info::user(crate::signal::SI_USER, 0, 0),
+    );
 }

@@ -42,7 +42,10 @@ pub fn wake(k: &mut Kernel, pid: u32) {
 /// The next runnable task in the queue, if any.
 fn pick(k: &mut Kernel) -> Option<u32> {
     while let Some(pid) = k.runq.pop_front() {
-        if k.tasks.get(&pid).is_some_and(|t| t.state == State::Runnable) {
+        if k.tasks
+            .get(&pid)
+            .is_some_and(|t| t.state == State::Runnable)
+        {
             return Some(pid);
         }
     }
