@@ -152,10 +152,19 @@ pub fn current_ppid() -> u32 {
     k.tasks.get(&current_pid()).map_or(0, |t| t.ppid)
 }
 
-/// Whether more than one task exists (zombies included); true while the
-/// table is locked (the caller cannot tell).
-pub fn several() -> bool {
-    KERNEL.try_lock().is_none_or(|k| k.tasks.len() > 1)
+/// The kernel PGDs of the processes that do not run (hibernation walks
+/// them too). Empty if the table is locked (it never is while a control
+/// request is served; the caller then sees the running process only).
+pub fn other_pgds() -> Vec<u64> {
+    let Some(k) = KERNEL.try_lock() else {
+        log::warn!("task table busy: deflating the running process only");
+        return Vec::new();
+    };
+    k.tasks
+        .values()
+        .filter_map(|t| t.proc.as_ref())
+        .map(|p| p.mm.pt.kernel_cr3())
+        .collect()
 }
 
 /// What the running syscall asks for once the process lock is released.
