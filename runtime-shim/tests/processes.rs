@@ -132,3 +132,24 @@ fn hibernate_with_a_child() {
     );
     assert_eq!(common::shell_status(out.status), 0);
 }
+
+/// Pipelines that move more than a host pipe's buffer (64 KiB): the
+/// writer fills the pipe and must let the reader run (it parks on the
+/// full pipe instead of blocking the vCPU), and a reader that runs first
+/// parks on the empty pipe. Without parking these hang.
+#[test]
+fn shell_pipelines_larger_than_a_pipe_buffer() {
+    if !require_kvm() {
+        return;
+    }
+    assert_eq!(shell("busybox seq 1 100000 | busybox wc -l"), "100000\n");
+    assert_eq!(
+        shell("busybox yes | busybox head -n 50000 | busybox wc -c"),
+        "100000\n"
+    );
+    assert_eq!(shell("x=$(busybox seq 1 30000); echo ${#x}"), "168893\n");
+    assert_eq!(
+        shell("echo $(busybox seq 1 20000 | busybox tail -n 1)"),
+        "20000\n"
+    );
+}

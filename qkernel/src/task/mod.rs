@@ -11,6 +11,7 @@
 //! across a switch.
 
 pub mod fork;
+pub mod park;
 pub mod sched;
 pub mod wait;
 
@@ -175,6 +176,8 @@ pub enum Action {
     Yield,
     /// Sleep until woken, then run the syscall again (`wait4`).
     Block,
+    /// Park on a host fd (`task::park`), then run the syscall again.
+    Park(i32, i16),
     /// Sleep until the vfork child with this pid has exec'd or exited.
     Vfork(u32),
     /// End the process.
@@ -206,6 +209,16 @@ pub fn finish_syscall(
             Action::Exit(st) => exit_current(st),
             Action::Block => {
                 sched::block_current()?;
+                if crate::signal::interrupts() {
+                    return Err(Errno::ERESTARTSYS);
+                }
+                r = rerun();
+            }
+            Action::Park(fd, events) => {
+                park::park(fd, events);
+                let blocked = sched::block_current();
+                park::unpark(current_pid());
+                blocked?;
                 if crate::signal::interrupts() {
                     return Err(Errno::ERESTARTSYS);
                 }

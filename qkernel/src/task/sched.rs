@@ -67,32 +67,50 @@ pub fn yield_now() {
     switch(next);
 }
 
+/// The next task to run: the run queue's first, or, when it is empty and
+/// tasks are parked on host fds, whichever those wake (waiting in the
+/// host meanwhile). `None`: nothing can ever run.
+fn next_task() -> Option<u32> {
+    loop {
+        if let Some(next) = pick(&mut KERNEL.lock()) {
+            return Some(next);
+        }
+        if !super::park::any() {
+            return None;
+        }
+        super::park::idle_poll();
+    }
+}
+
 /// Sleeps until [`wake`]: other tasks run meanwhile. `EDEADLK` (and a log
 /// line: a kernel bug or a wait that can never end) when nothing can run.
 pub fn block_current() -> Result<(), Errno> {
-    let next = {
-        let mut k = KERNEL.lock();
-        let Some(next) = pick(&mut k) else {
+    let me = current_pid();
+    if let Some(t) = KERNEL.lock().tasks.get_mut(&me) {
+        t.state = State::Blocked;
+    }
+    match next_task() {
+        Some(next) => {
+            switch(next);
+            Ok(())
+        }
+        None => {
+            let mut k = KERNEL.lock();
             log::error!(
-                "task {}: blocked with no runnable task ({} tasks)",
-                current_pid(),
+                "task {me}: blocked with no runnable task ({} tasks)",
                 k.tasks.len()
             );
-            return Err(EDEADLK);
-        };
-        if let Some(t) = k.tasks.get_mut(&current_pid()) {
-            t.state = State::Blocked;
+            if let Some(t) = k.tasks.get_mut(&me) {
+                t.state = State::Running;
+            }
+            Err(EDEADLK)
         }
-        next
-    };
-    switch(next);
-    Ok(())
+    }
 }
 
 /// Leaves the exiting (zombie) current task for good.
 pub fn leave_dead() -> ! {
-    let next = pick(&mut KERNEL.lock());
-    match next {
+    match next_task() {
         Some(next) => switch(next),
         None => log::error!("the last runnable task exited"),
     }

@@ -23,6 +23,7 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         return false;
     };
     t.state = State::Zombie(st);
+    super::park::unpark(pid);
     let ppid = t.ppid;
     let exit_signal = t.exit_signal;
     let vfork_parent = t.vfork_parent.take();
