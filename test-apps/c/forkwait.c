@@ -1,12 +1,13 @@
 /*
  * forkwait: fork, copy-on-write, wait4/waitid statuses, getppid, zombies,
- * ECHILD, kill to a child, vfork. One stable line per check (no pids);
+ * ECHILD, kill to a child, vfork, posix_spawn. One stable line per check (no pids);
  * outcomes do not depend on whether parent or child runs first.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,8 +220,29 @@ static void zombies(void)
 	signal(SIGCHLD, SIG_DFL);
 }
 
-int main(void)
+extern char **environ;
+
+/* posix_spawn (musl: clone with CLONE_VM | CLONE_VFORK and a new stack). */
+static void spawn(const char *self)
 {
+	pid_t pid;
+	int st = -1;
+	char *argv[] = {(char *)self, "spawned", NULL};
+	fflush(stdout);
+	int r = posix_spawn(&pid, self, NULL, NULL, argv, environ);
+	if (r == 0)
+		waitpid(pid, &st, 0);
+	printf("posix_spawn self: %d, ", r);
+	report_status("status", st);
+	char *bad[] = {"/nonexistent/program", NULL};
+	r = posix_spawn(&pid, bad[0], NULL, NULL, bad, environ);
+	printf("posix_spawn a missing program: %s\n", r == ENOENT ? "ENOENT" : "other");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "spawned") == 0)
+		return 33;
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -245,5 +267,6 @@ int main(void)
 		_exit(5);
 	waitpid(c, &st, 0);
 	report_status("vfork child", st);
+	spawn(argv[0]);
 	return 0;
 }
