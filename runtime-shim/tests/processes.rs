@@ -153,3 +153,20 @@ fn shell_pipelines_larger_than_a_pipe_buffer() {
         "20000\n"
     );
 }
+
+/// A fork bomb stops at the sandbox's process limit with EAGAIN (Linux
+/// would go on: the native run is not compared), and the sandbox stays
+/// usable: every child can be killed and reaped, and fork works again.
+#[test]
+fn fork_bomb_stops_at_the_limit() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_sandboxed(&test_apps::path("forkbomb"), &[], &[]);
+    assert_eq!(
+        stdout(&out),
+        "forked 127 children, then EAGAIN\nkilled 127, reaped 127\na fork afterwards: works\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}
