@@ -222,6 +222,42 @@ static void zombies(void)
 
 extern char **environ;
 
+/* Process groups and sessions: setpgid from both sides (as shells do),
+ * kill(-pgid), setsid in a child. */
+static void groups(void)
+{
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0) {
+		setpgid(0, 0);
+		for (;;)
+			sched_yield();
+	}
+	int r = setpgid(c, c);
+	printf("setpgid(child, child): %d, getpgid(child) is the child: %s\n", r,
+	       getpgid(c) == c ? "yes" : "no");
+	printf("the parent's group is unchanged: %s\n", getpgrp() != c ? "yes" : "no");
+	printf("kill(-pgid, SIGKILL): %d\n", kill(-c, SIGKILL));
+	int st;
+	waitpid(c, &st, 0);
+	report_status("group member", st);
+	fflush(stdout);
+	c = fork();
+	if (c == 0) {
+		pid_t s = setsid();
+		int ok = s == getpid() && getsid(0) == s && getpgrp() == s;
+		errno = 0;
+		int again = setsid();
+		_exit(ok && again == -1 && errno == EPERM ? 0 : 1);
+	}
+	waitpid(c, &st, 0);
+	printf("setsid in a child: %s\n", st == 0 ? "new session, then EPERM" : "WRONG");
+	errno = 0;
+	r = setpgid(1 << 22, 0);
+	printf("setpgid of a stranger: %s\n", errno == ESRCH ? "ESRCH" : "other");
+	(void)r;
+}
+
 /* posix_spawn (musl: clone with CLONE_VM | CLONE_VFORK and a new stack). */
 static void spawn(const char *self)
 {
@@ -268,5 +304,6 @@ int main(int argc, char **argv)
 	waitpid(c, &st, 0);
 	report_status("vfork child", st);
 	spawn(argv[0]);
+	groups();
 	return 0;
 }

@@ -6,6 +6,7 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::signal::{self, Info, SI_TKILL, SI_USER};
 use crate::task::fork::{self, CLONE_VFORK, CLONE_VM, ForkArgs};
+use crate::task::pgrp;
 use crate::task::wait::{self, Which};
 use crate::task::{self, Action, Status};
 
@@ -79,12 +80,28 @@ pub fn getppid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(task::current_ppid() as usize)
 }
 
-/// `getpgid(pid)` for the caller (0 or its pid) and `getpgrp()`.
+/// `getpgid(pid)`.
 pub fn getpgid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
-    if a[0] != 0 && a[0] as u32 != task::current_pid() {
-        return Err(Errno::ESRCH);
+    Ok(pgrp::getpgid(a[0] as u32)? as usize)
+}
+
+/// `setpgid(pid, pgid)`.
+pub fn setpgid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if (a[0] as i32) < 0 || (a[1] as i32) < 0 {
+        return Err(Errno::EINVAL);
     }
-    Ok(wait::current_pgid() as usize)
+    pgrp::setpgid(a[0] as u32, a[1] as u32)?;
+    Ok(0)
+}
+
+/// `setsid()`.
+pub fn setsid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(pgrp::setsid()? as usize)
+}
+
+/// `getsid(pid)`.
+pub fn getsid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    Ok(pgrp::getsid(a[0] as u32)? as usize)
 }
 
 /// `getpgrp()`.

@@ -180,15 +180,16 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     if a.flags & CLONE_PARENT_SETTID != 0 {
         let _ = uaccess::write(&mut p.mm, a.parent_tid, &pid);
     }
-    let (ppid, pgid) = match k.tasks.get(&me) {
-        Some(t) if a.flags & CLONE_PARENT != 0 => (t.ppid, t.pgid),
-        Some(t) => (me, t.pgid),
-        None => (me, me),
+    let (ppid, pgid, sid) = match k.tasks.get(&me) {
+        Some(t) if a.flags & CLONE_PARENT != 0 => (t.ppid, t.pgid, t.sid),
+        Some(t) => (me, t.pgid, t.sid),
+        None => (me, me, 1),
     };
     let t = Task {
         pid,
         ppid,
         pgid,
+        sid,
         state: State::Runnable,
         kstack: Some(kstack),
         kstack_top,

@@ -12,6 +12,7 @@
 
 pub mod fork;
 pub mod park;
+pub mod pgrp;
 pub mod sched;
 pub mod wait;
 
@@ -75,6 +76,8 @@ pub struct Task {
     pub pid: u32,
     pub ppid: u32,
     pub pgid: u32,
+    /// Session id.
+    pub sid: u32,
     pub state: State,
     /// The kernel stack (`None`: pid 1 runs on the boot stack).
     pub kstack: Option<Vec<u64>>,
@@ -131,6 +134,7 @@ pub fn init() {
         pid: 1,
         ppid: 0,
         pgid: 1,
+        sid: 1,
         state: State::Running,
         kstack: None,
         kstack_top: crate::arch::switch::kernel_stack_top(),
