@@ -170,3 +170,23 @@ fn fork_bomb_stops_at_the_limit() {
     );
     assert_eq!(out.status, 0, "{out:?}");
 }
+
+/// Applets that fork and exec: `find -exec`, `xargs`, `timeout`, and a
+/// background job with `wait`.
+#[test]
+fn shell_fork_and_exec_applets() {
+    if !require_kvm() {
+        return;
+    }
+    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs");
+    let out = shell(&format!(
+        "busybox find {docs} -name '*.md' -exec busybox wc -l {{}} + | busybox sort"
+    ));
+    assert!(out.contains("processes.md"), "{out}");
+    assert_eq!(shell("echo a b c | busybox xargs -n1 echo"), "a\nb\nc\n");
+    assert_eq!(shell("busybox timeout 1 busybox sleep 3; echo $?"), "143\n");
+    assert_eq!(
+        shell("busybox sleep 0.1 & echo bg; wait; echo done"),
+        "bg\ndone\n"
+    );
+}
