@@ -29,6 +29,9 @@ pub const CLONE_PARENT_SETTID: u64 = 0x10_0000;
 pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
 pub const CLONE_CHILD_SETTID: u64 = 0x100_0000;
 
+/// Largest pid (Linux's default `pid_max`).
+const PID_MAX: u32 = 4 << 20;
+
 /// What a new process is made of.
 pub struct ForkArgs {
     pub flags: u64,
@@ -171,8 +174,13 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     fpu.save();
     let me = current_pid();
     let mut k = KERNEL.lock();
-    let pid = k.next_pid;
-    k.next_pid = k.next_pid.wrapping_add(1).max(2);
+    // Pids count up to PID_MAX and wrap, skipping the ones in use (there
+    // are fewer than MAX_TASKS, so the loop ends).
+    let mut pid = k.next_pid;
+    while k.tasks.contains_key(&pid) {
+        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    }
+    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
     if a.flags & CLONE_CHILD_SETTID != 0 {
         // As Linux, a bad address is ignored.
         let _ = uaccess::write(&mut child.mm, a.child_tid, &pid);
