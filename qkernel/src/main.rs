@@ -45,6 +45,8 @@ mod signal;
 #[cfg(target_os = "none")]
 mod syscalls;
 #[cfg(target_os = "none")]
+mod task;
+#[cfg(target_os = "none")]
 mod time;
 #[cfg(target_os = "none")]
 mod trap;
@@ -179,6 +181,7 @@ mod kernel {
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
         *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
+        crate::task::init();
         log::debug!(
             "entering user mode at {:#x}, rsp {:#x}",
             entry.rip,

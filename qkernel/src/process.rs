@@ -1,5 +1,6 @@
 //! The process: its address space, signal dispositions and the bits of
-//! per-process state syscalls record. One process, one thread so far.
+//! per-process state syscalls record. One thread per process; the running
+//! process lives in [`PROCESS`], the others in their `task::Task`.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -58,7 +59,7 @@ pub struct Process {
     pub ids: [u32; 4],
 }
 
-/// The one process.
+/// The running process (`task::sched` swaps it on a context switch).
 pub static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
 
 /// Runs `f` on the current process.

@@ -13,7 +13,7 @@ use crate::arch::entry::TrapFrame;
 use crate::arch::platform::Platform;
 use crate::arch::user_return;
 use crate::mm::fault::{self, FaultError};
-use crate::{hostcall, process, signal, syscalls};
+use crate::{process, signal, syscalls};
 
 /// RFLAGS trap flag.
 const TF: u64 = 0x100;
@@ -39,7 +39,7 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
         frame.rip,
         frame.error
     );
-    hostcall::exit(128 + sig)
+    crate::task::exit_current(crate::task::Status::Killed(sig as u32))
 }
 
 /// Called by the syscall entry, which leaves with `sysretq` after it.
@@ -70,6 +70,7 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
         match fresh {
             // `execve` replaced the program: a clean context at its entry.
             Some(entry) => {
+                crate::task::exec_done();
                 *frame = crate::exec::fresh_frame(&entry);
                 signal::deliver(frame, None);
                 true

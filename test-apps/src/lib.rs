@@ -50,6 +50,12 @@ pub const ALL: &[&str] = &[
     "first_spin",
     "first_write",
     "flags_syscall",
+    // Forks until the process limit (EAGAIN in the sandbox), then reaps.
+    "forkbomb",
+    // Hibernation while a forked child blocks on stdin (processes.rs).
+    "forkhib",
+    // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
+    "forkwait",
     "fileops",
     "fileops_special",
     "hello",

@@ -5,6 +5,7 @@ pub mod boot;
 pub mod cpu;
 pub mod entry;
 pub mod platform;
+pub mod switch;
 pub mod user_return;
 
 use core::arch::asm;

@@ -156,7 +156,7 @@ fn fd_index(fd: u64) -> usize {
 pub const MAX_FDS: usize = 1024;
 
 /// The fd table.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FdTable {
     slots: Vec<Option<FdEntry>>,
 }

@@ -186,6 +186,9 @@ impl AddrSpace {
                         // PROT_NONE: keep the page, make it inaccessible.
                         frames::put(pte.addr());
                         0
+                    } else if frames::user_refs(pte.addr()) > 1 {
+                        // Shared copy-on-write: writable on the next fault.
+                        Pte::new(pte.addr(), pte_flags(prot) & !qlib::pte::WRITABLE).0
                     } else {
                         Pte::new(pte.addr(), pte_flags(prot)).0
                     };

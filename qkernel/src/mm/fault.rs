@@ -2,7 +2,9 @@
 //! ~8.5 µs here, so one fault maps a whole aligned window of pages of the
 //! VMA (not-present -> present needs no TLB flush).
 
-use qlib::pte::Pte;
+use qlib::pte::{Pte, WRITABLE};
+
+use super::{frames, gpa_to_kva};
 
 use super::addr_space::{AddrSpace, pte_flags};
 use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE};
@@ -46,14 +48,37 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         return super::swap::swap_in(mm, &vma, page);
     }
     if error & PF_PRESENT != 0 {
-        // A stale, more restrictive PTE (e.g. after mprotect upgraded the
-        // VMA): refresh it from the VMA.
         let leaf = mm.pt.leaf(page, false).ok_or(FaultError::Segv)?;
         // SAFETY: `leaf` points into a live page-table page.
-        unsafe {
-            let pte = Pte(*leaf);
-            *leaf = Pte::new(pte.addr(), pte_flags(vma.prot)).0;
-        }
+        let pte = Pte(unsafe { *leaf });
+        let gpa = pte.addr();
+        let shared = pte.present() && frames::user_refs(gpa) > 1;
+        let mut flags = pte_flags(vma.prot);
+        let new = if shared && error & PF_WRITE != 0 {
+            // Copy-on-write after fork: this space gets its own copy.
+            let copy = frames::alloc_zeroed().ok_or(FaultError::Oom)?;
+            // SAFETY: both are whole user pages in the direct map; `copy`
+            // is fresh and nobody else maps it.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    gpa_to_kva(gpa) as *const u8,
+                    gpa_to_kva(copy) as *mut u8,
+                    4096,
+                );
+            }
+            frames::put(gpa);
+            copy
+        } else {
+            // A stale, more restrictive PTE (e.g. after mprotect upgraded
+            // the VMA, or the last sharer of a copy-on-write page): refresh
+            // it from the VMA; a page still shared stays read-only.
+            if shared {
+                flags &= !WRITABLE;
+            }
+            gpa
+        };
+        // SAFETY: as above.
+        unsafe { *leaf = Pte::new(new, flags).0 };
         crate::arch::flush_tlb();
         return Ok(());
     }

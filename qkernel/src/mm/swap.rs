@@ -152,9 +152,10 @@ struct Mapped {
 /// kernel PGD is at `pgd`.
 fn walk_user(pgd: u64, f: &mut dyn FnMut(Mapped)) {
     let table = |gpa: u64| gpa_to_kva(gpa) as *mut u64;
-    // Reads below: page-table pages of the current address space, reached
-    // through the direct map; one vCPU, and nothing else walks or changes
-    // them while the kernel runs this.
+    // Reads below: page-table pages of the address space of `pgd` (the
+    // running process's or a switched-out one's), reached through the
+    // direct map; one vCPU, and nothing else walks or changes them while
+    // the kernel runs this.
     for i4 in 0..256u64 {
         // SAFETY: see above; the PGD is a live page-table page.
         let e4 = Pte(unsafe { *table(pgd).add(i4 as usize) });
@@ -301,7 +302,11 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
     let mut shared: BTreeMap<u64, u64> = BTreeMap::new();
     let mut n = Counts::default();
     let mut full = false;
-    walk_user(arch::cr3() & ADDR_MASK, &mut |m| {
+    // Every process's address space: a frame shared copy-on-write between
+    // them is one slot, and each PTE that lets go of it drops one
+    // reference (the frame goes when the last one does).
+    let pgds = address_spaces();
+    let mut visit = |m: Mapped| {
         if full || out.rc < 0 || reap.rc < 0 || pins.contains(&m.gpa) {
             return;
         }
@@ -340,7 +345,10 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
         // SAFETY: as above. Present -> not present: flushed after the walk.
         unsafe { *m.leaf = swap_entry(slot).0 | (pte & KEPT_FLAGS) };
         n.ptes += 1;
-    });
+    };
+    for pgd in &pgds {
+        walk_user(*pgd, &mut visit);
+    }
     out.flush();
     reap.flush();
     arch::flush_tlb();
@@ -359,8 +367,22 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
 /// Rolls a failed deflate back: PTEs of the slots it allocated point at
 /// their frames again, and the slots are free.
 fn undo(st: &mut SwapState) {
+    for pgd in address_spaces() {
+        undo_space(st, pgd);
+    }
+    st.moving.iter_mut().for_each(|m| *m = 0);
+}
+
+/// The kernel PGDs of every address space: the running process's first.
+fn address_spaces() -> Vec<u64> {
+    let mut v = alloc::vec![arch::cr3() & ADDR_MASK];
+    v.extend(crate::task::other_pgds());
+    v
+}
+
+/// [`undo`] for the address space of `pgd`.
+fn undo_space(st: &mut SwapState, pgd: u64) {
     let table = |gpa: u64| gpa_to_kva(gpa) as *mut u64;
-    let pgd = arch::cr3() & ADDR_MASK;
     // Reads and writes below: page-table pages of the current address
     // space, as in `walk_user`.
     for i4 in 0..256usize {
@@ -400,7 +422,6 @@ fn undo(st: &mut SwapState) {
             }
         }
     }
-    st.moving.iter_mut().for_each(|m| *m = 0);
 }
 
 /// Sends `items` in batches of at most [`MAX_IOVECS`].

@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::arch::entry::TrapFrame;
 use crate::errno::Errno;
 use crate::process::{self, SigAction};
-use crate::{hostcall, syscalls};
+use crate::syscalls;
 
 use super::frame::{self, FPSTATE_SIZE, FRAME_SIZE, SIGINFO_OFFSET, Saved, UC_OFFSET};
 use super::{DEFAULT_IGNORE, Info, SIGSEGV, bit, blocked, set_blocked, set_disposition, take_next};
@@ -43,7 +43,7 @@ const ENTRY_CLEAR_FLAGS: u64 = 0x100 | 0x400 | 0x1_0000;
 const NO_MASK: u64 = u64::MAX;
 /// The mask `rt_sigsuspend` replaced, to put back once a handler is set up
 /// (it goes into the frame) or when the call restarts.
-static SUSPEND_MASK: AtomicU64 = AtomicU64::new(NO_MASK);
+pub(super) static SUSPEND_MASK: AtomicU64 = AtomicU64::new(NO_MASK);
 
 /// Records the mask to restore after `rt_sigsuspend` and installs `mask`.
 pub fn suspend_with(mask: u64) {
@@ -62,7 +62,7 @@ fn canonical(a: u64) -> bool {
 
 fn bad_frame(what: &str, at: u64) -> ! {
     log::info!("program killed by signal {SIGSEGV}: {what} (frame at {at:#x})");
-    hostcall::exit(128 + SIGSEGV as i32)
+    crate::task::exit_current(crate::task::Status::Killed(SIGSEGV))
 }
 
 /// Delivers the next deliverable pending signal, if any, to `regs` on its
@@ -78,7 +78,7 @@ pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
             0 if DEFAULT_IGNORE & bit(sig) != 0 => continue,
             0 => {
                 log::info!("program killed by signal {sig}");
-                hostcall::exit(128 + sig as i32)
+                crate::task::exit_current(crate::task::Status::Killed(sig))
             }
             _ => {
                 fix_restart(regs, syscall, Some(act.flags));

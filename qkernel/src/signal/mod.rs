@@ -22,6 +22,8 @@ mod frame;
 
 pub use delivery::{deliver, sigreturn, suspend_with};
 
+use delivery::SUSPEND_MASK;
+
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
@@ -36,6 +38,7 @@ pub const SIGKILL: u32 = 9;
 pub const SIGSEGV: u32 = 11;
 pub const SIGPIPE: u32 = 13;
 pub const SIGSTOP: u32 = 19;
+pub const SIGCHLD: u32 = 17;
 
 /// `si_code` values.
 pub const SI_USER: i32 = 0;
@@ -62,6 +65,99 @@ static PENDING: AtomicU64 = AtomicU64::new(0);
 static BLOCKED: AtomicU64 = AtomicU64::new(0);
 /// What each pending signal carries (index `n - 1`).
 static INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
+
+/// The signal state of a task that is not running: the atomics above are
+/// the running task's, saved here and restored on a context switch
+/// (`task::sched`).
+#[derive(Debug, Clone)]
+pub struct SigState {
+    pub ignored: u64,
+    pub handled: u64,
+    pub pending: u64,
+    pub blocked: u64,
+    pub suspend_mask: u64,
+    pub info: [Info; 64],
+}
+
+impl SigState {
+    /// A new task's state: the dispositions and blocked mask of the
+    /// running task, nothing pending (fork).
+    pub fn inherit() -> SigState {
+        SigState {
+            pending: 0,
+            suspend_mask: u64::MAX,
+            info: [Info::EMPTY; 64],
+            ..SigState::save()
+        }
+    }
+
+    /// The running task's state.
+    pub fn save() -> SigState {
+        SigState {
+            ignored: IGNORED.load(Ordering::Relaxed),
+            handled: HANDLED.load(Ordering::Relaxed),
+            pending: PENDING.load(Ordering::Relaxed),
+            blocked: BLOCKED.load(Ordering::Relaxed),
+            suspend_mask: SUSPEND_MASK.load(Ordering::Relaxed),
+            info: *INFO.lock(),
+        }
+    }
+
+    /// Makes this the running task's state.
+    pub fn restore(&self) {
+        IGNORED.store(self.ignored, Ordering::Relaxed);
+        HANDLED.store(self.handled, Ordering::Relaxed);
+        PENDING.store(self.pending, Ordering::Relaxed);
+        BLOCKED.store(self.blocked, Ordering::Relaxed);
+        SUSPEND_MASK.store(self.suspend_mask, Ordering::Relaxed);
+        *INFO.lock() = self.info;
+    }
+
+    /// Posts `sig` to this (not running) task. Returns `Fatal` when its
+    /// default action ends the task, `Wake` when it interrupts a wait.
+    pub fn post(&mut self, sig: u32, info: Info) -> Posted {
+        let b = bit(sig);
+        let ignored = self.ignored | (DEFAULT_IGNORE & !self.handled);
+        if sig != SIGKILL && ignored & b != 0 {
+            return Posted::Dropped;
+        }
+        let handled = self.handled & b != 0;
+        if sig == SIGKILL || (!handled && self.blocked & b == 0) {
+            return Posted::Fatal;
+        }
+        self.info[(sig - 1) as usize] = info;
+        self.pending |= b;
+        if handled && self.blocked & b == 0 {
+            Posted::Wake
+        } else {
+            Posted::Queued
+        }
+    }
+
+    /// Whether `sig` is explicitly `SIG_IGN` (for SIGCHLD: children are
+    /// reaped automatically).
+    pub fn explicitly_ignores(&self, sig: u32) -> bool {
+        self.ignored & bit(sig) != 0
+    }
+}
+
+/// What [`SigState::post`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Posted {
+    /// Ignored.
+    Dropped,
+    /// Pending, blocked or without effect on a wait.
+    Queued,
+    /// Pending and handled: a blocked task must wake.
+    Wake,
+    /// The default action ends the task.
+    Fatal,
+}
+
+/// Whether the running task explicitly ignores `sig`.
+pub fn explicitly_ignored(sig: u32) -> bool {
+    IGNORED.load(Ordering::Relaxed) & bit(sig) != 0
+}
 
 /// The part of `siginfo_t` the kernel fills in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +257,9 @@ pub fn send(sig: u32, info: Info) {
         return;
     }
     let handled = HANDLED.load(Ordering::Relaxed) & b != 0;
-    if sig == SIGKILL || (!handled && blocked() & b == 0) {
+    // Another process than init dies at its next return to user mode
+    // (`deliver`): this may run under the process lock.
+    if (sig == SIGKILL || (!handled && blocked() & b == 0)) && crate::task::current_pid() == 1 {
         log::info!("program killed by signal {sig}");
         hostcall::exit(128 + sig as i32);
     }
@@ -194,13 +292,18 @@ fn take_next() -> Option<(u32, Info)> {
 }
 
 /// Acts on the signals in `mask` (bit `n - 1` = signal `n`) sent from the
-/// host: each becomes pending, or ends the program (`send`).
+/// host: each becomes pending, or ends the program (`send`). They go to
+/// pid 1, whichever task runs.
 pub fn deliver_from_host(mask: u64) {
     let mut m = mask;
     while m != 0 {
         let sig = m.trailing_zeros() + 1;
         m &= m - 1;
-        send(sig, Info::user(SI_USER, 0, 0));
+        if crate::task::current_pid() == 1 {
+            send(sig, Info::user(SI_USER, 0, 0));
+        } else {
+            crate::task::signal_init_from_host(sig);
+        }
     }
 }
 
@@ -222,7 +325,7 @@ pub fn force_fault(sig: u32, info: Info) {
             info.trapno,
             info.error
         );
-        hostcall::exit(128 + sig as i32);
+        crate::task::exit_current(crate::task::Status::Killed(sig));
     }
     INFO.lock()[(sig - 1) as usize] = info;
     PENDING.fetch_or(b, Ordering::AcqRel);

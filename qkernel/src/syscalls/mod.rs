@@ -19,6 +19,7 @@ mod sys_signal;
 mod sys_socket;
 mod sys_stat;
 mod sys_sync;
+mod sys_task;
 mod sys_time;
 mod sys_xattr;
 
@@ -113,7 +114,12 @@ pub static ENTRIES: &[Entry] = &[
     e(21, sys_stat::access, Full, ""),
     e(22, sys_poll::pipe, Full, "host pipe"),
     e(23, sys_poll::select, Full, "waits in the VMM"),
-    e(24, sys_proc::sched_yield, Full, "one thread"),
+    e(
+        24,
+        sys_task::sched_yield,
+        Full,
+        "runs the other runnable tasks",
+    ),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
     e(
         28,
@@ -133,7 +139,7 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "ITIMER_REAL only (VIRTUAL, PROF: EINVAL)",
     ),
-    e(39, sys_proc::getpid, Full, "pid 1"),
+    e(39, sys_task::getpid, Full, ""),
     e(40, sys_file::sendfile, Partial, "between host fds"),
     e(
         41,
@@ -156,18 +162,27 @@ pub static ENTRIES: &[Entry] = &[
     e(54, sys_socket::setsockopt, Full, "values up to 256 bytes"),
     e(55, sys_socket::getsockopt, Full, "values up to 256 bytes"),
     e(
+        56,
+        sys_task::sys_clone,
+        Partial,
+        "no threads; CLONE_VM only with CLONE_VFORK (a copy)",
+    ),
+    e(57, sys_task::sys_fork, Full, "copy-on-write"),
+    e(58, sys_task::sys_vfork, Partial, "the child runs on a copy"),
+    e(
         59,
         sys_exec::execve,
         Full,
         "one thread; set-user-ID bits not honoured",
     ),
+    e(60, sys_task::sys_exit, Full, "one thread per process"),
     e(
-        60,
-        sys_proc::exit_group,
-        Full,
-        "one thread: ends the program",
+        61,
+        sys_task::wait4,
+        Partial,
+        "no stopped/continued children",
     ),
-    e(62, sys_kill::kill, Full, "to self only (pid 1, 0, -1)"),
+    e(62, sys_task::kill, Full, ""),
     e(63, sys_proc::uname, Full, ""),
     e(
         72,
@@ -221,11 +236,16 @@ pub static ENTRIES: &[Entry] = &[
     e(104, sys_proc::getgid, Full, ""),
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
-    e(110, sys_proc::getppid, Full, "0: the sandbox has no parent"),
+    e(109, sys_task::setpgid, Full, ""),
+    e(110, sys_task::getppid, Full, "0 for pid 1"),
+    e(111, sys_task::getpgrp, Full, ""),
+    e(112, sys_task::setsid, Full, ""),
     e(115, sys_ids::getgroups, Full, ""),
     e(116, sys_ids::setgroups, Full, "root only (CAP_SETGID)"),
     e(118, sys_ids::getresuid, Full, ""),
     e(120, sys_ids::getresgid, Full, ""),
+    e(121, sys_task::getpgid, Full, ""),
+    e(124, sys_task::getsid, Full, ""),
     e(127, sys_signal::rt_sigpending, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),
     e(
@@ -260,14 +280,14 @@ pub static ENTRIES: &[Entry] = &[
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
     e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
     e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
-    e(186, sys_proc::gettid, Full, ""),
+    e(186, sys_task::getpid, Full, "one thread per process"),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(193, sys_xattr::fd_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(194, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(195, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(196, sys_xattr::fd_xattr, Stub, "EOPNOTSUPP: no xattrs"),
-    e(200, sys_kill::tkill, Full, "to self only (tid 1)"),
+    e(200, sys_task::tkill, Full, ""),
     e(201, sys_time::time, Full, ""),
     e(
         202,
@@ -284,7 +304,7 @@ pub static ENTRIES: &[Entry] = &[
     e(228, sys_time::clock_gettime, Full, ""),
     e(229, sys_time::clock_getres, Full, ""),
     e(230, sys_time::clock_nanosleep, Full, ""),
-    e(231, sys_proc::exit_group, Full, ""),
+    e(231, sys_task::sys_exit, Full, ""),
     e(232, sys_poll::epoll_wait, Full, "waits in the VMM"),
     e(
         233,
@@ -292,7 +312,13 @@ pub static ENTRIES: &[Entry] = &[
         Full,
         "host fds only (EPERM otherwise)",
     ),
-    e(234, sys_kill::tgkill, Full, "to self only (tid 1)"),
+    e(234, sys_task::tgkill, Full, ""),
+    e(
+        247,
+        sys_task::waitid,
+        Partial,
+        "P_ALL, P_PID, P_PGID; exits only",
+    ),
     e(251, sys_ids::ioprio_set, Full, "recorded; RT: EPERM"),
     e(252, sys_ids::ioprio_get, Full, ""),
     e(
@@ -398,7 +424,7 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
             let clock = cputime::SyscallClock::start();
             let r = process::with(|p| (entry.handler)(p, args));
             clock.stop();
-            r
+            crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)))
         }
         None => {
             log_unimplemented(nr);

@@ -14,6 +14,7 @@ use crate::fs::special::Special;
 use crate::fs::{Backing, File, HostKind, host};
 use crate::mm::uaccess;
 use crate::process::Process;
+use crate::task::park;
 
 /// Largest piece moved per host call.
 const MAX_CHUNK: u64 = 1 << 20;
@@ -102,12 +103,22 @@ pub fn transfer(
         Backing::Special(s) => special(p, s, bufs, write),
         Backing::Host { fd, kind } => {
             let mut flags = if write { io::WRITE } else { 0 };
-            if !file.nonblocking() {
+            // With other processes around, a pipe or socket that would
+            // block parks this one instead of blocking the vCPU.
+            let park = !file.nonblocking()
+                && matches!(kind, HostKind::Pipe | HostKind::Socket)
+                && park::worthwhile();
+            if !file.nonblocking() && !park {
                 flags |= io::BLOCK;
             }
             let r = host_transfer(p, bufs, write, |iov, done| {
                 host::io(*fd, iov, offset.map(|o| o + done), flags)
             });
+            if park && r == Err(Errno::EAGAIN) {
+                let events = if write { park::POLLOUT } else { park::POLLIN };
+                crate::task::request(crate::task::Action::Park(*fd, events));
+                return Ok(0);
+            }
             if r == Err(Errno::EPIPE) && *kind != HostKind::File {
                 crate::signal::raise_sigpipe();
             }

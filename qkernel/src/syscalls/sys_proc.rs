@@ -8,26 +8,6 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::random;
 
-/// `exit_group(status)`, and `exit(status)` while there is one thread.
-pub fn exit_group(_p: &mut Process, a: &[u64; 6]) -> SysResult {
-    hostcall::exit((a[0] & 0xff) as i32)
-}
-
-/// `getpid()`: the program is pid 1 of its sandbox.
-pub fn getpid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
-    Ok(1)
-}
-
-/// `gettid()`.
-pub fn gettid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
-    Ok(1)
-}
-
-/// `getppid()`.
-pub fn getppid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
-    Ok(0)
-}
-
 /// `getuid()`.
 pub fn getuid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(p.ids[0] as usize)

@@ -1,0 +1,120 @@
+//! Kernel context switch between tasks on the one vCPU.
+//!
+//! [`switch_to`] saves the callee-saved registers on the current kernel
+//! stack, stores RSP through `prev_rsp`, loads `next_rsp` and pops the next
+//! task's registers: it returns in the next task, where that task last
+//! called `switch_to` (or in [`ret_from_fork`] for a new one). Everything
+//! else a switch changes (the kernel stack top used at entry, CR3, FS/GS
+//! base, FPU state) is done around it by `task::sched`.
+
+use core::arch::{asm, global_asm};
+
+use super::entry::TrapFrame;
+
+unsafe extern "C" {
+    /// Saves the current context, stores its RSP at `*prev_rsp` and
+    /// resumes the context saved at `next_rsp`.
+    fn switch_stacks(prev_rsp: *mut u64, next_rsp: u64);
+    /// Where a new task's first switch lands: it finishes the switch
+    /// (`task::sched::finish_switch`) and returns to user mode with the
+    /// TrapFrame at the top of its kernel stack.
+    pub fn ret_from_fork();
+}
+
+global_asm!(
+    r#"
+.section .text
+.global switch_stacks
+switch_stacks:
+    push rbp
+    push rbx
+    push r12
+    push r13
+    push r14
+    push r15
+    mov [rdi], rsp
+    mov rsp, rsi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop rbx
+    pop rbp
+    ret
+
+.global ret_from_fork
+ret_from_fork:
+    call task_first_run
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    sub rsp, {frame_size}
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    mov rcx, [rsp + 16]
+    mov r11, [rsp + 32]
+    mov rsp, [rsp + 40]
+    sysretq
+"#,
+    frame_size = const core::mem::size_of::<TrapFrame>(),
+);
+
+/// Callee-saved registers [`switch_stacks`] pops, below the return address.
+pub const SWITCH_FRAME_WORDS: usize = 6;
+
+/// Switches kernel stacks (module doc).
+///
+/// # Safety
+/// `prev_rsp` must be writable; `next_rsp` must be an RSP saved by this
+/// function (or laid out like one, returning to [`ret_from_fork`]) whose
+/// stack is still allocated. No spin lock may be held.
+pub unsafe fn switch_to(prev_rsp: *mut u64, next_rsp: u64) {
+    // SAFETY: guaranteed by the caller; the asm preserves the callee-saved
+    // registers and the rest are clobbered as for any extern "C" call.
+    unsafe { switch_stacks(prev_rsp, next_rsp) }
+}
+
+/// An FXSAVE area: the user's x87/SSE registers (CR4.OSXSAVE is off, so
+/// there is no AVX state).
+#[repr(C, align(16))]
+#[derive(Clone)]
+pub struct FpuState(pub [u8; 512]);
+
+impl FpuState {
+    /// Saves the current FPU/SSE registers.
+    pub fn save(&mut self) {
+        // SAFETY: a 512-byte, 16-byte-aligned buffer; CR4.OSFXSR is set.
+        unsafe { asm!("fxsave64 [{}]", in(reg) self.0.as_mut_ptr(), options(nostack)) };
+    }
+
+    /// Loads the registers saved by [`FpuState::save`].
+    pub fn restore(&self) {
+        // SAFETY: the image came from fxsave64 (valid MXCSR), 16-byte
+        // aligned; the kernel uses no FPU register itself.
+        unsafe { asm!("fxrstor64 [{}]", in(reg) self.0.as_ptr(), options(nostack, readonly)) };
+    }
+}
+
+/// Sets the kernel stack top the entry code switches to.
+pub fn set_kernel_stack_top(top: u64) {
+    // SAFETY: one vCPU; read only by the entry code, which cannot run
+    // while the kernel runs here (no preemption of kernel code).
+    unsafe { core::ptr::addr_of_mut!(super::entry::KERNEL_STACK_TOP).write(top) };
+}
+
+/// The kernel stack top the entry code switches to.
+pub fn kernel_stack_top() -> u64 {
+    // SAFETY: one vCPU; a plain read of a word.
+    unsafe { core::ptr::addr_of!(super::entry::KERNEL_STACK_TOP).read() }
+}

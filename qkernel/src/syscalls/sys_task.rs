@@ -1,0 +1,288 @@
+//! Process syscalls over the task table: `fork`, `vfork`, `clone`,
+//! `exit`, `wait4`, `waitid`, `kill`/`tkill`/`tgkill` and the ids.
+
+use crate::errno::{Errno, SysResult};
+use crate::mm::uaccess;
+use crate::process::Process;
+use crate::signal::{self, Info, SI_TKILL, SI_USER};
+use crate::task::fork::{self, CLONE_VFORK, CLONE_VM, ForkArgs};
+use crate::task::pgrp;
+use crate::task::wait::{self, Which};
+use crate::task::{self, Action, Status};
+
+const SIGCHLD: u64 = 17;
+
+fn start(p: &mut Process, a: &ForkArgs) -> SysResult {
+    let pid = fork::fork(p, a)?;
+    if a.flags & CLONE_VFORK != 0 {
+        task::request(Action::Vfork(pid));
+    } else {
+        task::request(Action::Yield);
+    }
+    Ok(pid as usize)
+}
+
+/// `fork()`.
+pub fn sys_fork(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    let args = ForkArgs {
+        flags: SIGCHLD,
+        stack: 0,
+        parent_tid: 0,
+        child_tid: 0,
+        tls: 0,
+    };
+    start(p, &args)
+}
+
+/// `vfork()`: a fork whose parent waits for the child's exec or exit.
+pub fn sys_vfork(p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    let args = ForkArgs {
+        flags: CLONE_VM | CLONE_VFORK | SIGCHLD,
+        stack: 0,
+        parent_tid: 0,
+        child_tid: 0,
+        tls: 0,
+    };
+    start(p, &args)
+}
+
+/// `clone(flags, stack, parent_tid, child_tid, tls)`: new processes only.
+pub fn sys_clone(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let args = ForkArgs {
+        flags: a[0],
+        stack: a[1],
+        parent_tid: a[2],
+        child_tid: a[3],
+        tls: a[4],
+    };
+    start(p, &args)
+}
+
+/// `exit(status)` and `exit_group(status)` (one thread per process).
+pub fn sys_exit(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    task::request(Action::Exit(Status::Exited((a[0] & 0xff) as u8)));
+    Ok(0)
+}
+
+/// `sched_yield()`: the other runnable tasks run first.
+pub fn sched_yield(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    task::request(Action::Yield);
+    Ok(0)
+}
+
+/// `getpid()`.
+pub fn getpid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(task::current_pid() as usize)
+}
+
+/// `getppid()`: 0 for pid 1 (the sandbox has no parent).
+pub fn getppid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(task::current_ppid() as usize)
+}
+
+/// `getpgid(pid)`.
+pub fn getpgid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    Ok(pgrp::getpgid(a[0] as u32)? as usize)
+}
+
+/// `setpgid(pid, pgid)`.
+pub fn setpgid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if (a[0] as i32) < 0 || (a[1] as i32) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    pgrp::setpgid(a[0] as u32, a[1] as u32)?;
+    Ok(0)
+}
+
+/// `setsid()`.
+pub fn setsid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(pgrp::setsid()? as usize)
+}
+
+/// `getsid(pid)`.
+pub fn getsid(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    Ok(pgrp::getsid(a[0] as u32)? as usize)
+}
+
+/// `getpgrp()`.
+pub fn getpgrp(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(wait::current_pgid() as usize)
+}
+
+const WNOHANG: u64 = 1;
+const WUNTRACED: u64 = 2;
+const WEXITED: u64 = 4;
+const WCONTINUED: u64 = 8;
+const WNOWAIT: u64 = 0x0100_0000;
+const WNOTHREAD: u64 = 0x2000_0000;
+const WALL: u64 = 0x4000_0000;
+const WCLONE: u64 = 0x8000_0000;
+
+/// `wait4(pid, status, options, rusage)`; stopped and continued children
+/// do not exist (no job control).
+pub fn wait4(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let options = a[2];
+    if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let which = match a[0] as i32 {
+        -1 => Which::Any,
+        0 => Which::Pgid(wait::current_pgid()),
+        i32::MIN => return Err(Errno::ESRCH),
+        n if n < 0 => Which::Pgid(n.unsigned_abs()),
+        n => Which::Pid(n as u32),
+    };
+    match wait::reap(which, false)? {
+        Some((pid, st)) => {
+            if a[1] != 0 {
+                uaccess::write(&mut p.mm, a[1], &st.wait_status())?;
+            }
+            if a[3] != 0 {
+                uaccess::copy_out(&mut p.mm, a[3], &[0u8; 144])?;
+            }
+            Ok(pid as usize)
+        }
+        None if options & WNOHANG != 0 => Ok(0),
+        None => {
+            task::request(Action::Block);
+            Ok(0)
+        }
+    }
+}
+
+/// `waitid(idtype, id, infop, options, rusage)`: P_ALL, P_PID, P_PGID.
+pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let options = a[3];
+    if options & !(WNOHANG | WUNTRACED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE)
+        != 0
+        || options & (WUNTRACED | WEXITED | WCONTINUED) == 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let which = match a[0] {
+        0 => Which::Any,
+        1 if a[1] as i32 > 0 => Which::Pid(a[1] as u32),
+        2 if a[1] as i32 == 0 => Which::Pgid(wait::current_pgid()),
+        2 if a[1] as i32 > 0 => Which::Pgid(a[1] as u32),
+        _ => return Err(Errno::EINVAL),
+    };
+    if options & WEXITED == 0 {
+        // Only exits are reported: nothing will ever come.
+        return if options & WNOHANG != 0 {
+            Ok(0)
+        } else {
+            Err(Errno::ECHILD)
+        };
+    }
+    match wait::reap(which, options & WNOWAIT != 0)? {
+        Some((pid, st)) => {
+            if a[2] != 0 {
+                let (code, status) = wait::cld(st);
+                let mut info = [0u8; 128];
+                info[0..4].copy_from_slice(&(SIGCHLD as i32).to_ne_bytes());
+                info[8..12].copy_from_slice(&code.to_ne_bytes());
+                info[16..20].copy_from_slice(&(pid as i32).to_ne_bytes());
+                info[20..24].copy_from_slice(&p.ids[0].to_ne_bytes());
+                info[24..28].copy_from_slice(&status.to_ne_bytes());
+                uaccess::copy_out(&mut p.mm, a[2], &info)?;
+            }
+            if a[4] != 0 {
+                uaccess::copy_out(&mut p.mm, a[4], &[0u8; 144])?;
+            }
+            Ok(0)
+        }
+        None if options & WNOHANG != 0 => {
+            if a[2] != 0 {
+                uaccess::copy_out(&mut p.mm, a[2], &[0u8; 128])?;
+            }
+            Ok(0)
+        }
+        None => {
+            task::request(Action::Block);
+            Ok(0)
+        }
+    }
+}
+
+/// Sends `sig` (0: only checks) to process `pid`.
+fn send_one(p: &Process, pid: u32, sig: u64, code: i32) -> Result<(), Errno> {
+    let me = task::current_pid();
+    let info = Info::user(code, me, p.ids[0]);
+    if pid == me {
+        if sig != 0 {
+            signal::send(sig as u32, info);
+        }
+        return Ok(());
+    }
+    if sig == 0 {
+        return if wait::exists(pid) {
+            Ok(())
+        } else {
+            Err(Errno::ESRCH)
+        };
+    }
+    wait::send_to_other(pid, sig as u32, info)
+}
+
+/// `kill(pid, sig)`: a process, our group (0), a group (-pgid) or every
+/// process but pid 1 (-1; pid 1 itself reaches itself, as before).
+pub fn kill(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let sig = a[1];
+    if sig != 0 && !signal::valid(sig) {
+        return Err(Errno::EINVAL);
+    }
+    let me = task::current_pid();
+    let targets = match a[0] as i32 {
+        n if n > 0 => {
+            send_one(p, n as u32, sig, SI_USER)?;
+            return Ok(0);
+        }
+        0 => wait::pids_of(Some(wait::current_pgid())),
+        -1 => wait::pids_of(None)
+            .into_iter()
+            .filter(|&t| t != 1 || me == 1)
+            .collect(),
+        i32::MIN => return Err(Errno::ESRCH),
+        n => wait::pids_of(Some(n.unsigned_abs())),
+    };
+    if targets.is_empty() {
+        return Err(Errno::ESRCH);
+    }
+    // Ourselves last: pid 1 may end the sandbox on the spot.
+    for &t in targets.iter().filter(|&&t| t != me) {
+        send_one(p, t, sig, SI_USER)?;
+    }
+    if targets.contains(&me) {
+        send_one(p, me, sig, SI_USER)?;
+    }
+    Ok(0)
+}
+
+/// `tkill(tid, sig)`: one thread per process, so tid = pid.
+pub fn tkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let tid = a[0] as i32;
+    if tid <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] != 0 && !signal::valid(a[1]) {
+        return Err(Errno::EINVAL);
+    }
+    send_one(p, tid as u32, a[1], SI_TKILL)?;
+    Ok(0)
+}
+
+/// `tgkill(tgid, tid, sig)`.
+pub fn tgkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (g, t) = (a[0] as i32, a[1] as i32);
+    if g <= 0 || t <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    if g != t {
+        return Err(Errno::ESRCH);
+    }
+    if a[2] != 0 && !signal::valid(a[2]) {
+        return Err(Errno::EINVAL);
+    }
+    send_one(p, t as u32, a[2], SI_TKILL)?;
+    Ok(0)
+}

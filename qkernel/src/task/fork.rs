@@ -1,0 +1,238 @@
+//! `fork`, `vfork` and process-creating `clone`: a copy-on-write copy of
+//! the address space and a kernel stack that starts in `ret_from_fork`.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use qlib::pte::{Pte, WRITABLE};
+
+use super::{KERNEL, KSTACK_SIZE, MAX_TASKS, State, Task, current_pid};
+use crate::arch::entry::TrapFrame;
+use crate::arch::switch::{self, FpuState, SWITCH_FRAME_WORDS};
+use crate::arch::{self};
+use crate::errno::Errno;
+use crate::mm::addr_space::AddrSpace;
+use crate::mm::vma::VmaKind;
+use crate::mm::{frames, swap, uaccess};
+use crate::process::Process;
+use crate::signal::SigState;
+
+pub const CLONE_VM: u64 = 0x100;
+pub const CLONE_FS: u64 = 0x200;
+pub const CLONE_FILES: u64 = 0x400;
+pub const CLONE_SIGHAND: u64 = 0x800;
+pub const CLONE_VFORK: u64 = 0x4000;
+pub const CLONE_PARENT: u64 = 0x8000;
+pub const CLONE_THREAD: u64 = 0x1_0000;
+pub const CLONE_SETTLS: u64 = 0x8_0000;
+pub const CLONE_PARENT_SETTID: u64 = 0x10_0000;
+pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
+pub const CLONE_CHILD_SETTID: u64 = 0x100_0000;
+
+/// Largest pid (Linux's default `pid_max`).
+const PID_MAX: u32 = 4 << 20;
+
+/// What a new process is made of.
+pub struct ForkArgs {
+    pub flags: u64,
+    /// New user stack pointer (0: the parent's).
+    pub stack: u64,
+    pub parent_tid: u64,
+    pub child_tid: u64,
+    pub tls: u64,
+}
+
+/// Copies `mm` for a child: every present page is shared read-only with a
+/// reference for the child, and the first write to it by either side
+/// copies it (`mm::fault`). Swapped pages are read back first.
+fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
+    let mut child = AddrSpace::new();
+    child.brk_start = mm.brk_start;
+    child.brk = mm.brk;
+    let vmas: Vec<_> = mm.vmas.iter_range(0, u64::MAX).copied().collect();
+    let r = (|| {
+        for vma in &vmas {
+            if vma.kind == VmaKind::Kernel {
+                child.map_kernel_page(vma.start, mm.pt.get(vma.start).addr())?;
+                continue;
+            }
+            child.add_vma(vma.start, vma.end, vma.prot, vma.kind);
+            let mut va = vma.start;
+            while va < vma.end {
+                let Some(mut leaf) = mm.pt.leaf(va, false) else {
+                    va = ((va | 0x1f_ffff) + 1).min(vma.end);
+                    continue;
+                };
+                // SAFETY: `leaf` points into a live page-table page of `mm`.
+                let mut pte = Pte(unsafe { *leaf });
+                if pte.swapped() {
+                    swap::swap_in(mm, vma, va).map_err(|_| Errno::ENOMEM)?;
+                    leaf = mm.pt.leaf(va, false).ok_or(Errno::ENOMEM)?;
+                    // SAFETY: as above.
+                    pte = Pte(unsafe { *leaf });
+                }
+                if pte.present() {
+                    let shared = pte.0 & !WRITABLE;
+                    let cleaf = child.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
+                    frames::get(pte.addr());
+                    // SAFETY: `leaf` and `cleaf` point into live page-table
+                    // pages of `mm` and `child`; W is dropped in both (the
+                    // TLB is flushed below).
+                    unsafe {
+                        *leaf = shared;
+                        *cleaf = shared;
+                    }
+                }
+                va += 4096;
+            }
+        }
+        Ok(())
+    })();
+    arch::flush_tlb();
+    match r {
+        Ok(()) => Ok(child),
+        Err(e) => {
+            // SAFETY: CR3 names the parent's PGD, not the child's.
+            unsafe { child.free() };
+            Err(e)
+        }
+    }
+}
+
+/// A kernel stack whose first switch lands in `ret_from_fork` and returns
+/// to user mode with `frame`: (stack, top, saved rsp).
+fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
+    let mut stack = Vec::new();
+    stack
+        .try_reserve_exact(KSTACK_SIZE / 8)
+        .map_err(|_| Errno::EAGAIN)?;
+    stack.resize(KSTACK_SIZE / 8, 0u64);
+    let base = stack.as_mut_ptr() as u64;
+    let top = (base + KSTACK_SIZE as u64) & !15;
+    let frame_words = size_of::<TrapFrame>() / 8;
+    let top_idx = ((top - base) / 8) as usize;
+    let frame_idx = top_idx - frame_words;
+    // SAFETY: TrapFrame is repr(C), all u64: viewing it as words is sound.
+    let words: &[u64] = unsafe {
+        core::slice::from_raw_parts((frame as *const TrapFrame).cast::<u64>(), frame_words)
+    };
+    stack[frame_idx..top_idx].copy_from_slice(words);
+    stack[frame_idx - 1] = switch::ret_from_fork as *const () as u64;
+    let rsp_idx = frame_idx - 1 - SWITCH_FRAME_WORDS;
+    let rsp = base + (rsp_idx as u64) * 8;
+    Ok((stack, top, rsp))
+}
+
+/// Creates a child of the running process `p`; returns its pid. The child
+/// is queued first, and the caller yields (`task::Action::Yield`) so it
+/// runs first; with `CLONE_VFORK` the caller waits for its exec or exit.
+pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
+    if a.flags & CLONE_THREAD != 0 || a.flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS) != 0 {
+        log::warn!("clone flags {:#x}: threads are not supported", a.flags);
+        return Err(Errno::ENOSYS);
+    }
+    // CLONE_VM | CLONE_VFORK (posix_spawn) runs as a vfork on a copy.
+    if a.flags & CLONE_VM != 0 && a.flags & CLONE_VFORK == 0 {
+        log::warn!("clone flags {:#x}: CLONE_VM without CLONE_VFORK", a.flags);
+        return Err(Errno::ENOSYS);
+    }
+    if KERNEL.lock().tasks.len() >= MAX_TASKS {
+        return Err(Errno::EAGAIN);
+    }
+    let exit_signal = (a.flags & 0xff) as u32;
+    if exit_signal > 64 {
+        return Err(Errno::EINVAL);
+    }
+    // The parent's syscall frame sits at the top of its kernel stack.
+    let top = switch::kernel_stack_top();
+    // SAFETY: this runs inside a syscall from user mode: the entry built a
+    // TrapFrame right below the kernel stack top.
+    let mut frame = unsafe { *((top - size_of::<TrapFrame>() as u64) as *const TrapFrame) };
+    frame.rax = 0;
+    if a.stack != 0 {
+        frame.rsp = a.stack;
+    }
+    let (kstack, kstack_top, rsp) = new_kstack(&frame)?;
+    let mm = cow_copy(&mut p.mm)?;
+    let mut child = Process {
+        mm,
+        signals: p.signals,
+        clear_child_tid: if a.flags & CLONE_CHILD_CLEARTID != 0 {
+            a.child_tid
+        } else {
+            0
+        },
+        robust_list: 0,
+        files: p.files.clone(),
+        cwd: p.cwd.clone(),
+        umask: p.umask,
+        exe: p.exe.clone(),
+        cmdline: p.cmdline.clone(),
+        ids: p.ids,
+    };
+    let mut fpu = Box::new(FpuState([0; 512]));
+    fpu.save();
+    let me = current_pid();
+    let mut k = KERNEL.lock();
+    // Pids count up to PID_MAX and wrap, skipping the ones in use (there
+    // are fewer than MAX_TASKS, so the loop ends).
+    let mut pid = k.next_pid;
+    while k.tasks.contains_key(&pid) {
+        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    }
+    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    if a.flags & CLONE_CHILD_SETTID != 0 {
+        // As Linux, a bad address is ignored.
+        let _ = uaccess::write(&mut child.mm, a.child_tid, &pid);
+    }
+    if a.flags & CLONE_PARENT_SETTID != 0 {
+        let _ = uaccess::write(&mut p.mm, a.parent_tid, &pid);
+    }
+    let (ppid, pgid, sid) = match k.tasks.get(&me) {
+        Some(t) if a.flags & CLONE_PARENT != 0 => (t.ppid, t.pgid, t.sid),
+        Some(t) => (me, t.pgid, t.sid),
+        None => (me, me, 1),
+    };
+    let t = Task {
+        pid,
+        ppid,
+        pgid,
+        sid,
+        state: State::Runnable,
+        kstack: Some(kstack),
+        kstack_top,
+        rsp,
+        fs_base: if a.flags & CLONE_SETTLS != 0 {
+            a.tls
+        } else {
+            arch::fs_base()
+        },
+        gs_base: arch::gs_base(),
+        fpu,
+        proc: Some(child),
+        sig: SigState::inherit(),
+        exit_signal,
+        vfork_parent: (a.flags & CLONE_VFORK != 0).then_some(me),
+    };
+    k.tasks.insert(pid, Box::new(t));
+    k.runq.push_front(pid);
+    Ok(pid)
+}
+
+/// Whether the vfork child `child` has neither exec'd nor exited yet.
+pub fn vfork_pending(child: u32) -> bool {
+    KERNEL
+        .lock()
+        .tasks
+        .get(&child)
+        .is_some_and(|t| t.vfork_parent.is_some())
+}
+
+/// The vfork child `child` exec'd or exited: its parent goes on.
+pub fn release_vfork_parent(child: u32) {
+    let mut k = KERNEL.lock();
+    let parent = k.tasks.get_mut(&child).and_then(|t| t.vfork_parent.take());
+    if let Some(pp) = parent {
+        super::sched::wake(&mut k, pp);
+    }
+}

@@ -1,0 +1,186 @@
+//! The scheduler: a FIFO run queue and the switch between tasks.
+
+use core::ptr::addr_of_mut;
+
+use spin::Mutex;
+
+use super::{KERNEL, Kernel, State, current_pid, set_current};
+use crate::arch::{self, switch};
+use crate::errno::Errno;
+use crate::process::{self, PROCESS, Process};
+
+/// `EDEADLK`: nothing can run and the caller would wait forever.
+const EDEADLK: Errno = Errno(35);
+
+/// The process of a task that has just exited, freed by the next task
+/// once CR3 no longer names its page tables ([`finish_switch`]).
+static DEAD: Mutex<Option<Process>> = Mutex::new(None);
+/// A zombie nobody will wait for (its parent ignores SIGCHLD), removed by
+/// the next task once its kernel stack is no longer in use.
+static AUTO_REAP: Mutex<Option<u32>> = Mutex::new(None);
+
+/// Parks the exiting task's process until the switch away is done.
+pub fn set_dead(p: Process) {
+    *DEAD.lock() = Some(p);
+}
+
+/// Removes `pid` from the table after the switch away from it.
+pub fn set_auto_reap(pid: u32) {
+    *AUTO_REAP.lock() = Some(pid);
+}
+
+/// Makes a blocked task runnable.
+pub fn wake(k: &mut Kernel, pid: u32) {
+    if let Some(t) = k.tasks.get_mut(&pid)
+        && t.state == State::Blocked
+    {
+        t.state = State::Runnable;
+        k.runq.push_back(pid);
+    }
+}
+
+/// The next runnable task in the queue, if any.
+fn pick(k: &mut Kernel) -> Option<u32> {
+    while let Some(pid) = k.runq.pop_front() {
+        if k.tasks
+            .get(&pid)
+            .is_some_and(|t| t.state == State::Runnable)
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Lets every runnable task run before the current one goes on.
+pub fn yield_now() {
+    let next = {
+        let mut k = KERNEL.lock();
+        let Some(next) = pick(&mut k) else { return };
+        let me = current_pid();
+        if let Some(t) = k.tasks.get_mut(&me) {
+            t.state = State::Runnable;
+        }
+        k.runq.push_back(me);
+        next
+    };
+    switch(next);
+}
+
+/// The next task to run: the run queue's first, or, when it is empty and
+/// tasks are parked on host fds, whichever those wake (waiting in the
+/// host meanwhile). `None`: nothing can ever run.
+fn next_task() -> Option<u32> {
+    loop {
+        if let Some(next) = pick(&mut KERNEL.lock()) {
+            return Some(next);
+        }
+        if !super::park::any() {
+            return None;
+        }
+        super::park::idle_poll();
+    }
+}
+
+/// Sleeps until [`wake`]: other tasks run meanwhile. `EDEADLK` (and a log
+/// line: a kernel bug or a wait that can never end) when nothing can run.
+pub fn block_current() -> Result<(), Errno> {
+    let me = current_pid();
+    if let Some(t) = KERNEL.lock().tasks.get_mut(&me) {
+        t.state = State::Blocked;
+    }
+    match next_task() {
+        Some(next) => {
+            switch(next);
+            Ok(())
+        }
+        None => {
+            let mut k = KERNEL.lock();
+            log::error!(
+                "task {me}: blocked with no runnable task ({} tasks)",
+                k.tasks.len()
+            );
+            if let Some(t) = k.tasks.get_mut(&me) {
+                t.state = State::Running;
+            }
+            Err(EDEADLK)
+        }
+    }
+}
+
+/// Leaves the exiting (zombie) current task for good.
+pub fn leave_dead() -> ! {
+    match next_task() {
+        Some(next) => switch(next),
+        None => log::error!("the last runnable task exited"),
+    }
+    crate::hostcall::exit(0)
+}
+
+/// Switches from the current task to `next`. The current task's state has
+/// been set by the caller (Runnable and queued, Blocked or Zombie).
+pub fn switch(next: u32) {
+    let prev = current_pid();
+    if prev == next {
+        if let Some(t) = KERNEL.lock().tasks.get_mut(&prev) {
+            t.state = State::Running;
+        }
+        return;
+    }
+    let prev_proc = PROCESS.lock().take();
+    let mut k = KERNEL.lock();
+    let prev_rsp: *mut u64 = match k.tasks.get_mut(&prev) {
+        Some(t) => {
+            t.sig = crate::signal::SigState::save();
+            t.fs_base = arch::fs_base();
+            t.gs_base = arch::gs_base();
+            t.fpu.save();
+            t.proc = prev_proc;
+            addr_of_mut!(t.rsp)
+        }
+        None => {
+            log::error!("switch from unknown task {prev}");
+            return;
+        }
+    };
+    let Some(t) = k.tasks.get_mut(&next) else {
+        log::error!("switch to unknown task {next}");
+        return;
+    };
+    t.state = State::Running;
+    t.sig.restore();
+    arch::set_fs_base(t.fs_base);
+    arch::set_gs_base(t.gs_base);
+    t.fpu.restore();
+    if let Some(p) = t.proc.take() {
+        process::activate(&p.mm);
+        *PROCESS.lock() = Some(p);
+    }
+    switch::set_kernel_stack_top(t.kstack_top);
+    set_current(next);
+    let next_rsp = t.rsp;
+    drop(k);
+    // SAFETY: `prev_rsp` points into the boxed Task of `prev`, which stays
+    // in the table at least until another task runs (only a parent's
+    // wait or `finish_switch` removes it); `next_rsp` was saved by
+    // `switch_to` or laid out by `fork`; no lock is held.
+    unsafe { switch::switch_to(prev_rsp, next_rsp) };
+    finish_switch();
+}
+
+/// Runs in the task that was switched to: frees what the previous task
+/// left behind when it exited.
+fn finish_switch() {
+    if let Some(p) = DEAD.lock().take() {
+        super::wait::free_process(p);
+    }
+    if let Some(pid) = AUTO_REAP.lock().take() {
+        KERNEL.lock().tasks.remove(&pid);
+    }
+}
+
+/// The first thing a new task runs (`arch::switch::ret_from_fork`).
+#[unsafe(no_mangle)]
+extern "C" fn task_first_run() {
+    finish_switch();
+}

@@ -1,0 +1,192 @@
+//! Several processes in one sandbox (docs/processes.md): fork with
+//! copy-on-write, exit and wait, signals between processes, and busybox
+//! shells that fork for `$(...)`, pipelines and subshells. Each case runs
+//! natively and in `qrun do`; stdout, stderr and exit status must match.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
+
+/// The forkwait program: fork, a copy-on-write write matrix, wait4/waitid
+/// statuses (exit codes, SIGSEGV, SIGABRT, SIGKILL), getppid, zombies,
+/// ECHILD, SIGCHLD ignored, kill to a child, vfork.
+#[test]
+fn forkwait() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("forkwait");
+    let native = run_native(&prog, &[], &[]);
+    let text = stdout(&native);
+    assert!(
+        !text.contains("WRONG") && text.contains("cow parent: own values"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &[], &[]);
+    assert_same("forkwait", &native, &sandboxed);
+}
+
+const BUSYBOX: &str = "/bin/busybox";
+
+/// `busybox sh -c script` natively and sandboxed (host rootfs); returns
+/// the common stdout.
+fn shell(script: &str) -> String {
+    let native = run_native(Path::new(BUSYBOX), &["sh", "-c", script], &[]);
+    let sandboxed = run_sandboxed(Path::new(BUSYBOX), &["sh", "-c", script], &[]);
+    assert_same(&format!("sh -c {script:?}"), &native, &sandboxed);
+    stdout(&native)
+}
+
+#[test]
+fn shell_command_substitution() {
+    if !require_kvm() {
+        return;
+    }
+    assert_eq!(shell("echo $(echo hi)"), "hi\n");
+    assert_eq!(shell("x=$(echo one; echo two); echo \"$x\""), "one\ntwo\n");
+}
+
+#[test]
+fn shell_pipeline() {
+    if !require_kvm() {
+        return;
+    }
+    assert_eq!(shell("echo a | cat"), "a\n");
+    assert_eq!(shell("echo a b c | wc -w | cat"), "3\n");
+}
+
+#[test]
+fn shell_statuses() {
+    if !require_kvm() {
+        return;
+    }
+    assert_eq!(shell("true; false; echo $?"), "1\n");
+    assert_eq!(shell("(exit 3); echo $?"), "3\n");
+    assert_eq!(shell("sh -c 'kill -9 $$'; echo $?"), "137\n");
+    // The script's own exit status through a child shell.
+    let native = run_native(Path::new(BUSYBOX), &["sh", "-c", "(exit 5)"], &[]);
+    let sandboxed = run_sandboxed(Path::new(BUSYBOX), &["sh", "-c", "(exit 5)"], &[]);
+    assert_same("sh -c '(exit 5)'", &native, &sandboxed);
+    assert_eq!(native.status, 5);
+}
+
+/// Hibernation with two processes: the parent waits in wait4, the child
+/// (whose memory is half shared copy-on-write with the parent) blocks on
+/// stdin while the sandbox hibernates and wakes; both find their memory
+/// intact afterwards.
+#[test]
+fn hibernate_with_a_child() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let dir = common::tmp::TempDir::new("forkhib");
+    let socket = dir.join("ctl.sock");
+    let state = dir.join("state");
+    let mut child = common::qrun_do_controlled(&socket, &state)
+        .arg(test_apps::path("forkhib"))
+        .arg("16")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qrun");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read");
+    assert_eq!(line, "ready\n");
+    common::wait_for_socket(&socket);
+    for i in 0..3 {
+        let st = common::ctl(&socket, "hibernate").expect("hibernate");
+        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
+        // The first deflate moves both processes' memory out (the
+        // parent's 16 MiB, half of it shared with the child, and the
+        // child's own 8 MiB); it stays out until touched.
+        assert!(
+            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 20 << 20,
+            "cycle {i}: both processes' pages should leave: {st}"
+        );
+        common::ctl(&socket, "wake").expect("wake");
+    }
+    stdin.write_all(b"go\n").expect("write");
+    drop(stdin);
+    let rest: String = stdout.lines().map(|l| l.expect("line") + "\n").collect();
+    let out = child.wait_with_output().expect("wait");
+    let text = line + &rest;
+    assert_eq!(
+        text,
+        "ready\nchild: 0 bad bytes\nparent: 0 bad bytes, child status 0\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(common::shell_status(out.status), 0);
+}
+
+/// Pipelines that move more than a host pipe's buffer (64 KiB): the
+/// writer fills the pipe and must let the reader run (it parks on the
+/// full pipe instead of blocking the vCPU), and a reader that runs first
+/// parks on the empty pipe. Without parking these hang.
+#[test]
+fn shell_pipelines_larger_than_a_pipe_buffer() {
+    if !require_kvm() {
+        return;
+    }
+    assert_eq!(shell("busybox seq 1 100000 | busybox wc -l"), "100000\n");
+    assert_eq!(
+        shell("busybox yes | busybox head -n 50000 | busybox wc -c"),
+        "100000\n"
+    );
+    assert_eq!(shell("x=$(busybox seq 1 30000); echo ${#x}"), "168893\n");
+    assert_eq!(
+        shell("echo $(busybox seq 1 20000 | busybox tail -n 1)"),
+        "20000\n"
+    );
+}
+
+/// A fork bomb stops at the sandbox's process limit with EAGAIN (Linux
+/// would go on: the native run is not compared), and the sandbox stays
+/// usable: every child can be killed and reaped, and fork works again.
+#[test]
+fn fork_bomb_stops_at_the_limit() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_sandboxed(&test_apps::path("forkbomb"), &[], &[]);
+    assert_eq!(
+        stdout(&out),
+        "forked 127 children, then EAGAIN\nkilled 127, reaped 127\na fork afterwards: works\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}
+
+/// Applets that fork and exec: `find -exec`, `xargs`, `timeout`, and a
+/// background job with `wait`.
+#[test]
+fn shell_fork_and_exec_applets() {
+    if !require_kvm() {
+        return;
+    }
+    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs");
+    let out = shell(&format!(
+        "busybox find {docs} -name '*.md' -exec busybox wc -l {{}} + | busybox sort"
+    ));
+    assert!(out.contains("processes.md"), "{out}");
+    assert_eq!(shell("echo a b c | busybox xargs -n1 echo"), "a\nb\nc\n");
+    assert_eq!(shell("busybox timeout 1 busybox sleep 3; echo $?"), "143\n");
+    assert_eq!(
+        shell("busybox sleep 0.1 & echo bg; wait; echo done"),
+        "bg\ndone\n"
+    );
+}
