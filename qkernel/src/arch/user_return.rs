@@ -103,6 +103,19 @@ pub fn finish_stub(frame: &mut TrapFrame) {
     frame.rip = rip;
 }
 
+/// Zeroes the slots (at a task switch). They are only live between
+/// [`prepare`] and the stub's last load, which no switch comes between
+/// (a kick inside the stub is completed by [`finish_stub`] first), and
+/// the page is readable by every process.
+pub fn clear_slots() {
+    // SAFETY: one vCPU; no return through the stub is in flight at a
+    // task switch.
+    unsafe {
+        let base = core::ptr::addr_of_mut!(RETURN_PAGE).cast::<u8>().add(SLOTS);
+        core::ptr::write_volatile(base.cast::<[u64; 3]>(), [0; 3]);
+    }
+}
+
 /// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11
 /// and RIP in the slots and points RIP at the stub. False (nothing changed)
 /// when `mm` does not map the return page (the loader maps it into every

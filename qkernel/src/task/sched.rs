@@ -157,6 +157,11 @@ pub fn switch(next: u32) {
         *PROCESS.lock() = Some(p);
     }
     switch::set_kernel_stack_top(t.kstack_top);
+    // The return page's slots are readable by every process: the next
+    // one must not see the previous one's registers. (Defence in depth:
+    // a task resumed after a switch returns through the stub itself and
+    // overwrites them, so no leak was observable in a test.)
+    arch::user_return::clear_slots();
     set_current(next);
     let next_rsp = t.rsp;
     drop(k);
