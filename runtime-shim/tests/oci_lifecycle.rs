@@ -391,3 +391,40 @@ fn resources_become_cgroup_limits() {
             || status(&root.0, "r") == "<no state>"
     );
 }
+
+/// Kubernetes binds a host file at `/dev/termination-log` in every pod:
+/// the program's write there reaches the host file, as under runc (the
+/// guest serves null, zero, random … itself and finds other names under
+/// /dev in the rootfs view, where the bind is made).
+#[test]
+fn a_bind_at_dev_termination_log_reaches_the_host() {
+    if !require_kvm() {
+        return;
+    }
+    let (b, root) = (TempDir::new("b"), TempDir::new("root"));
+    let log = b.join("termination-log");
+    std::fs::write(&log, b"").expect("creating the host file");
+    let log_src = log.to_string_lossy().into_owned();
+    let busybox = Path::new("/bin/busybox");
+    common::bundle::bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &[
+            "busybox",
+            "sh",
+            "-c",
+            "echo done > /dev/termination-log; cat /dev/null",
+        ],
+        |c| {
+            c["mounts"]
+                .as_array_mut()
+                .expect("qrun spec has mounts")
+                .push(serde_json::json!({
+                    "destination": "/dev/termination-log", "type": "bind",
+                    "source": log_src, "options": ["rbind", "rw"]}));
+        },
+    );
+    let out = qrun_at(&root.0, &["run", "--bundle", &b.0.to_string_lossy(), "tl"]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&log).expect("reading"), "done\n");
+}

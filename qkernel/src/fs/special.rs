@@ -92,10 +92,14 @@ pub fn lookup(path: &str) -> Node {
             "fd" => Node::Dir("fd"),
             name => match name.strip_prefix("fd/") {
                 Some(n) => n.parse().map_or(Node::Missing, Node::FdLink),
+                // Other names under /dev are the rootfs's: the runtime's
+                // bind mounts there (Kubernetes' /dev/termination-log).
+                // The sandbox's root is mounted nodev, so a device node in
+                // an image opens no host device.
                 None => DEVICES
                     .iter()
                     .find(|d| d.0 == name)
-                    .map_or(Node::Missing, |d| Node::Device(d.0, d.1, d.2)),
+                    .map_or(Node::Host, |d| Node::Device(d.0, d.1, d.2)),
             },
         };
     }

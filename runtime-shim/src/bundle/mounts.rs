@@ -17,9 +17,10 @@
 //! Everything else is refused with one line naming the mount: another
 //! file system type (runc would mount it; qrun cannot, the guest sees only
 //! the rootfs view), one of the kernel file systems above at another
-//! place, and any other mount under /proc, /sys or /dev (the host's files
-//! there would be hidden behind the guest's own, e.g. Kubernetes'
-//! `/dev/termination-log` bind: a write there would never reach the host).
+//! place, and any other mount under /proc or /sys, or under /dev over a
+//! name the guest kernel serves itself ([`GUEST_DEV_NAMES`]). A bind under
+//! /dev at any other name is made (the guest looks up names it does not
+//! serve in the rootfs): Kubernetes' `/dev/termination-log`.
 
 use std::path::{Component, Path};
 
@@ -43,7 +44,20 @@ const GUEST_OWNED: &[(&str, &str)] = &[
 ];
 
 /// Where the guest kernel's own file systems are.
-const GUEST_TREES: &[&str] = &["/proc", "/sys", "/dev"];
+const GUEST_TREES: &[&str] = &["/proc", "/sys"];
+
+/// Names under /dev the guest kernel serves itself (`qkernel::fs::special`).
+const GUEST_DEV_NAMES: &[&str] = &[
+    "null", "zero", "full", "random", "urandom", "stdin", "stdout", "stderr", "fd",
+];
+
+/// Whether `destination` (clean, absolute) is a bind under /dev that the
+/// guest reaches: a direct child of /dev that the kernel does not serve.
+fn dev_bind_reachable(destination: &str) -> bool {
+    destination
+        .strip_prefix("/dev/")
+        .is_some_and(|name| !name.contains('/') && !GUEST_DEV_NAMES.contains(&name))
+}
 
 /// The mounts qrun makes, in config order.
 pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
@@ -68,9 +82,11 @@ pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
         if GUEST_OWNED.contains(&(kind_name, destination.as_str())) {
             continue;
         }
+        let dev = destination == "/dev" || destination.starts_with("/dev/");
         if GUEST_TREES
             .iter()
             .any(|t| destination == *t || destination.starts_with(&format!("{t}/")))
+            || (dev && !(is_bind && dev_bind_reachable(&destination)))
         {
             return Err(refuse(
                 "the guest kernel provides /proc, /sys and /dev itself",
@@ -172,6 +188,16 @@ mod tests {
     }
 
     #[test]
+    fn kubernetes_termination_log_bind_is_made() {
+        let planned = plan_of(serde_json::json!([
+            {"destination": "/dev/termination-log", "type": "bind",
+             "source": "/etc/hostname", "options": ["rbind", "rprivate", "rw"]},
+        ]))
+        .expect("accepted");
+        assert_eq!(planned[0].destination, "/dev/termination-log");
+    }
+
+    #[test]
     fn unsupported_mounts_are_refused() {
         for (m, want) in [
             (
@@ -183,8 +209,17 @@ mod tests {
                 "only supported at its usual place",
             ),
             (
-                serde_json::json!({"destination": "/dev/termination-log", "type": "bind",
+                serde_json::json!({"destination": "/dev/null", "type": "bind",
                                    "source": "/etc/hostname", "options": ["rbind"]}),
+                "provides /proc, /sys and /dev itself",
+            ),
+            (
+                serde_json::json!({"destination": "/dev/sub/x", "type": "bind",
+                                   "source": "/etc/hostname", "options": ["rbind"]}),
+                "provides /proc, /sys and /dev itself",
+            ),
+            (
+                serde_json::json!({"destination": "/dev/x", "type": "tmpfs", "source": "tmpfs"}),
                 "provides /proc, /sys and /dev itself",
             ),
             (
