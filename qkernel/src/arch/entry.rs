@@ -193,6 +193,12 @@ return_via_sysret:
     mov ecx, {frame_size} / 8
     cld
     rep movsq
+/* The TrapFrame at the top of the kernel stack (a new task's first run,
+   `ret_from_fork`, comes here too). */
+.global sysret_stack_top_frame
+sysret_stack_top_frame:
+    mov rsp, [rip + KERNEL_STACK_TOP]
+    sub rsp, {frame_size}
     SYSRET
 
 .macro EXC_NOERR n

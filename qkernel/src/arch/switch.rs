@@ -9,15 +9,14 @@
 
 use core::arch::{asm, global_asm};
 
-use super::entry::TrapFrame;
-
 unsafe extern "C" {
     /// Saves the current context, stores its RSP at `*prev_rsp` and
     /// resumes the context saved at `next_rsp`.
     fn switch_stacks(prev_rsp: *mut u64, next_rsp: u64);
     /// Where a new task's first switch lands: it finishes the switch
     /// (`task::sched::finish_switch`) and returns to user mode with the
-    /// TrapFrame at the top of its kernel stack.
+    /// `TrapFrame` at the top of its kernel stack (through
+    /// `sysret_stack_top_frame`, the one exit of `arch::entry`).
     pub fn ret_from_fork();
 }
 
@@ -45,29 +44,8 @@ switch_stacks:
 .global ret_from_fork
 ret_from_fork:
     call task_first_run
-    mov rsp, [rip + KERNEL_STACK_TOP]
-    sub rsp, {frame_size}
-    pop r15
-    pop r14
-    pop r13
-    pop r12
-    pop r11
-    pop r10
-    pop r9
-    pop r8
-    pop rbp
-    pop rdi
-    pop rsi
-    pop rdx
-    pop rcx
-    pop rbx
-    pop rax
-    mov rcx, [rsp + 16]
-    mov r11, [rsp + 32]
-    mov rsp, [rsp + 40]
-    sysretq
-"#,
-    frame_size = const core::mem::size_of::<TrapFrame>(),
+    jmp sysret_stack_top_frame
+"#
 );
 
 /// Callee-saved registers [`switch_stacks`] pops, below the return address.
