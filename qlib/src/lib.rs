@@ -17,4 +17,5 @@ pub mod seccomp;
 pub mod shebang;
 pub mod swapfile;
 pub mod syscall_names;
+pub mod test_rng;
 pub mod user_stack;

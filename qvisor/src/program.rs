@@ -425,17 +425,7 @@ mod tests {
         assert!(long.1.contains("too long"), "{}", long.1);
     }
 
-    /// xorshift64*: the same cases on every run.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-        }
-    }
+    use qlib::test_rng::Rng;
 
     /// (offset, size) of the first program header of type `t`.
     fn phdr_of(f: &[u8], t: u32) -> Option<usize> {

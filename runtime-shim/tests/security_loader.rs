@@ -468,21 +468,7 @@ fn arguments_as_large_as_linux_allows_run() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "100000\n", "{out:?}");
 }
 
-/// xorshift64*: the same cases on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use qlib::test_rng::Rng;
 
 /// `elf` with one header or program-header field set to an edge value.
 fn mutate(elf: &[u8], rng: &mut Rng) -> Vec<u8> {
@@ -510,7 +496,7 @@ fn mutate(elf: &[u8], rng: &mut Rng) -> Vec<u8> {
         4 => 1 << rng.below(64),
         5 => old ^ (1 << rng.below(64)),
         6 => 0x7fff_ffff_f000 - rng.below(4) * 0x1000,
-        _ => rng.next(),
+        _ => rng.next_u64(),
     };
     f[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
     if rng.below(4) == 0 {

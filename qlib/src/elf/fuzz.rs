@@ -11,21 +11,7 @@ use std::{format, string::ToString, vec, vec::Vec};
 use super::header::{EHDR_SIZE, PHDR_SIZE, PT_INTERP, PT_LOAD};
 use super::{ElfType, MAX_SEGMENT_ALIGN, USER_VA_END, parse};
 
-/// xorshift64*: the same cases on every run.
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-}
+use crate::test_rng::Rng;
 
 fn read(f: &[u8], at: usize, width: usize) -> u64 {
     let mut b = [0u8; 8];
@@ -47,7 +33,7 @@ fn edge(old: u64, rng: &mut Rng) -> u64 {
         6 => USER_VA_END - rng.below(3) * 0x1000,
         7 => (1 << 47) - 0x2000,
         8 => old.wrapping_mul(2),
-        _ => rng.next(),
+        _ => rng.next_u64(),
     }
 }
 
@@ -87,7 +73,7 @@ pub(super) fn mutate(file: &[u8], rng: &mut Rng) -> Vec<u8> {
             }
             2 if !f.is_empty() => {
                 let at = rng.below(f.len() as u64) as usize;
-                f[at] = rng.next() as u8;
+                f[at] = rng.next_u64() as u8;
             }
             _ => {
                 let (at, width) = fields[rng.below(fields.len() as u64) as usize];

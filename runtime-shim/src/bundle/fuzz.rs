@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use qlib::test_rng::Rng;
 use serde_json::{Value, json};
 
 use super::from_text;
@@ -15,22 +16,6 @@ use crate::report;
 
 /// Mutated inputs per seed config, structural and byte-level each.
 const ROUNDS: usize = 4000;
-
-/// xorshift64*: small, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Removes the scratch bundle, also when an assertion fails.
 struct Scratch(PathBuf);
@@ -75,7 +60,7 @@ fn seeds() -> Vec<Value> {
 
 /// A value of another kind than a config expects somewhere.
 fn hostile(rng: &mut Rng) -> Value {
-    match rng.below(14) {
+    match rng.index(14) {
         0 => Value::Null,
         1 => json!(true),
         2 => json!(u64::MAX),
@@ -91,7 +76,7 @@ fn hostile(rng: &mut Rng) -> Value {
         12 => json!("line\nbreak \u{1b}[31m"),
         _ => {
             let mut v = json!("deep");
-            for _ in 0..(20 + rng.below(200)) {
+            for _ in 0..(20 + rng.index(200)) {
                 v = json!([v]);
             }
             v
@@ -101,7 +86,7 @@ fn hostile(rng: &mut Rng) -> Value {
 
 /// A random node of `v` (the root included), as a mutable reference.
 fn pick<'a>(v: &'a mut Value, rng: &mut Rng) -> &'a mut Value {
-    if rng.below(4) == 0 {
+    if rng.index(4) == 0 {
         return v;
     }
     let len = match &*v {
@@ -112,7 +97,7 @@ fn pick<'a>(v: &'a mut Value, rng: &mut Rng) -> &'a mut Value {
     if len == 0 {
         return v;
     }
-    let i = rng.below(len);
+    let i = rng.index(len);
     match v {
         Value::Object(m) => {
             let child = m.values_mut().nth(i).expect("i < len");
@@ -125,11 +110,11 @@ fn pick<'a>(v: &'a mut Value, rng: &mut Rng) -> &'a mut Value {
 
 fn mutate_json(seed: &Value, rng: &mut Rng) -> String {
     let mut v = seed.clone();
-    for _ in 0..1 + rng.below(3) {
+    for _ in 0..1 + rng.index(3) {
         let node = pick(&mut v, rng);
-        match (rng.below(4), &mut *node) {
+        match (rng.index(4), &mut *node) {
             (0, Value::Object(m)) if !m.is_empty() => {
-                let k = m.keys().nth(rng.below(m.len())).cloned();
+                let k = m.keys().nth(rng.index(m.len())).cloned();
                 if let Some(k) = k {
                     m.remove(&k);
                 }
@@ -138,8 +123,8 @@ fn mutate_json(seed: &Value, rng: &mut Rng) -> String {
                 m.insert("unknownField\u{0}".into(), hostile(rng));
             }
             (2, Value::Array(a)) if !a.is_empty() => {
-                let dup = a[rng.below(a.len())].clone();
-                a.extend(std::iter::repeat_n(dup, 1 + rng.below(100)));
+                let dup = a[rng.index(a.len())].clone();
+                a.extend(std::iter::repeat_n(dup, 1 + rng.index(100)));
             }
             _ => *node = hostile(rng),
         }
@@ -149,24 +134,24 @@ fn mutate_json(seed: &Value, rng: &mut Rng) -> String {
 
 fn mutate_bytes(seed: &Value, rng: &mut Rng) -> String {
     let mut b = serde_json::to_vec_pretty(seed).expect("JSON");
-    for _ in 0..1 + rng.below(4) {
+    for _ in 0..1 + rng.index(4) {
         if b.is_empty() {
             break;
         }
-        let at = rng.below(b.len());
-        match rng.below(6) {
-            0 => b[at] ^= 1 << rng.below(8),
+        let at = rng.index(b.len());
+        match rng.index(6) {
+            0 => b[at] ^= 1 << rng.index(8),
             1 => {
                 let pool = b"{}[]\",:0\\\x00";
-                b.insert(at, pool[rng.below(pool.len())]);
+                b.insert(at, pool[rng.index(pool.len())]);
             }
             2 => {
-                let end = (at + rng.below(32)).min(b.len());
+                let end = (at + rng.index(32)).min(b.len());
                 b.drain(at..end);
             }
             3 => b.truncate(at),
             4 => {
-                let end = (at + rng.below(64)).min(b.len());
+                let end = (at + rng.index(64)).min(b.len());
                 let chunk = b[at..end].to_vec();
                 b.splice(at..at, chunk);
             }
