@@ -24,8 +24,7 @@
 //! and woken; CPU time (utime + stime) used over one second while
 //! hibernated; swap faults and bytes read back per wake from the status.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -326,25 +325,11 @@ fn line(r: &mut BufReader<ChildStdout>) -> Result<String, String> {
 /// `GET path` on a new loopback connection (`Connection: close`): the body
 /// of a 200 response.
 fn http_get(port: u16, path: &str) -> Result<String, String> {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
-    c.set_read_timeout(Some(Duration::from_secs(60)))
-        .map_err(|e| format!("timeout: {e}"))?;
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| format!("sending: {e}"))?;
-    let mut resp = Vec::new();
-    c.read_to_end(&mut resp)
-        .map_err(|e| format!("reading: {e}"))?;
-    let resp = String::from_utf8_lossy(&resp);
-    let (head, body) = resp
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("GET {path}: no response"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
+    match crate::functionbench::container::http_get(port, path, Duration::from_secs(60)) {
+        Ok((200, body)) => Ok(body),
+        Ok((code, _)) => Err(format!("GET {path}: HTTP {code}")),
+        Err(e) => Err(format!("GET {path}: {e}")),
     }
-    Ok(body.to_owned())
 }
 
 fn ms(t0: Instant) -> f64 {

@@ -18,7 +18,7 @@
 //! line and the run goes on; a runtime or image part that is missing is
 //! reported as such; Ctrl-C deletes the containers before exiting.
 
-mod container;
+pub mod container;
 #[allow(
     unsafe_code,
     reason = "installs a signal handler that sets an atomic flag; its unsafe block carries a SAFETY comment"
