@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 6;
+pub const ABI_VERSION: u64 = 7;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -123,6 +123,15 @@ pub enum Call {
     /// `struct epoll_event` array, `args[2]` = its length, `args[3]` = host
     /// `CLOCK_MONOTONIC` deadline (as [`Call::Poll`]). Restartable.
     EpollWait = 23,
+    /// Map a regular host file into the file window
+    /// ([`crate::layout::FILE_WINDOW_GPA`]): `args[0]` = host fd, `args[1]`
+    /// = GPA of a `u64` the VMM sets to the file's size as mapped. The VMM
+    /// maps the whole file once per sandbox (same device, inode, size and
+    /// mtime: the same window range) and returns the window GPA of its
+    /// byte 0; the file's pages read-only from there, its size rounded up to
+    /// a page. `-ENOMEM` when the window is full, `-ENODEV` for anything
+    /// but a regular file.
+    MapFile = 24,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -175,6 +184,7 @@ impl Call {
             21 => Self::Msg,
             22 => Self::NewFd,
             23 => Self::EpollWait,
+            24 => Self::MapFile,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -137,9 +137,12 @@ pub fn put_swapped(gpa: u64) {
     }
 }
 
-/// Takes one more reference to a user page.
-#[allow(dead_code, reason = "for sharing and copy-on-write")]
+/// Takes one more reference to a user page (file-window and kernel pages
+/// are not counted: nothing frees them).
 pub fn get(gpa: u64) {
+    if gpa < POOL_START.load(Ordering::Relaxed) || gpa >= POOL_END.load(Ordering::Relaxed) {
+        return;
+    }
     if let Err(e) = FRAMES.inc_ref(gpa_to_kva(gpa) as usize) {
         report(gpa, e);
     }

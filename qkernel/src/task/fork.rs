@@ -56,7 +56,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                 child.map_kernel_page(vma.start, mm.pt.get(vma.start).addr())?;
                 continue;
             }
-            child.add_vma(vma.start, vma.end, vma.prot, vma.kind);
+            child.vmas.insert(*vma);
             let mut va = vma.start;
             while va < vma.end {
                 let Some(mut leaf) = mm.pt.leaf(va, false) else {

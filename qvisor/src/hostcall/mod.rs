@@ -64,6 +64,8 @@ pub struct HostCalls<'a> {
     pub reclaimed: u64,
     /// When the reclaim in progress began.
     reclaim_start: Option<(Instant, u64)>,
+    /// Files mapped into the file window.
+    window: crate::file_window::FileWindow,
 }
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
@@ -95,7 +97,13 @@ impl<'a> HostCalls<'a> {
             count: 0,
             reclaimed: 0,
             reclaim_start: None,
+            window: crate::file_window::FileWindow::default(),
         }
+    }
+
+    /// Hands over the file window the boot mapped the program into.
+    pub fn set_file_window(&mut self, window: crate::file_window::FileWindow) {
+        self.window = window;
     }
 
     /// Sets how abstract `AF_UNIX` names are seen (private by default).
@@ -142,6 +150,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4]),
             Some(Call::NewFd) => self.new_fd(a),
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
+            Some(Call::MapFile) => self.map_file(a[0], a[1]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
