@@ -57,6 +57,8 @@ pub const ALL: &[&str] = &[
     // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
     "forkwait",
     "fileops",
+    // MAP_PRIVATE file pages from the page cache stay private (filemap).
+    "filemap_private",
     "fileops_special",
     "hello",
     // Hibernation tests and bench: a 64 MiB pattern driven over stdin.
