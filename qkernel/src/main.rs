@@ -127,8 +127,7 @@ mod kernel {
             let end = v.gpa.saturating_add(v.len);
             v.len != 0 && (v.gpa < FILE_WINDOW_GPA || end > FILE_WINDOW_GPA + FILE_WINDOW_SIZE)
         };
-        if boot_end > info.mem_size || outside_window(info.program) || outside_window(info.interp)
-        {
+        if boot_end > info.mem_size || outside_window(info.program) || outside_window(info.interp) {
             hostcall::boot_error("boot data outside guest RAM");
         }
         mm::frames::init(kernel_end, boot_end);

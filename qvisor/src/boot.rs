@@ -231,15 +231,7 @@ pub fn write_boot_info(
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
     let exe = program.exe.as_bytes();
-    let parts: [&[u8]; 7] = [
-        &argv,
-        &envp,
-        &execfn,
-        cwd,
-        hostname,
-        exe,
-        program.seccomp,
-    ];
+    let parts: [&[u8]; 7] = [&argv, &envp, &execfn, cwd, hostname, exe, program.seccomp];
     let total: u64 = parts
         .iter()
         .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))

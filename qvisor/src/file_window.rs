@@ -155,10 +155,7 @@ mod tests {
                 use std::sync::atomic::{AtomicU32, Ordering};
                 static N: AtomicU32 = AtomicU32::new(0);
                 let n = N.fetch_add(1, Ordering::Relaxed);
-                Self(std::env::temp_dir().join(format!(
-                    "qvisor-window-{}-{n}",
-                    std::process::id()
-                )))
+                Self(std::env::temp_dir().join(format!("qvisor-window-{}-{n}", std::process::id())))
             }
         }
         impl Drop for Guard {

@@ -36,8 +36,17 @@ pub use crate::program::read_program;
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
 static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));
 
-/// Default guest RAM: 256 MiB.
+/// Default guest RAM of `qrun do`: 256 MiB.
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// Guest RAM of an OCI container whose bundle sets no memory limit: the
+/// most the guest supports (2 GiB), as a runc container without a limit
+/// may use the host's memory. Guest RAM is `MAP_NORESERVE` and the guest
+/// touches only what it uses, so the size costs host memory only through
+/// KVM's per-memslot metadata (~2 MiB of kernel memory per GiB with
+/// shadow paging). Real functions (FunctionBench's video processing) are
+/// OOM-killed in 256 MiB.
+pub const DEFAULT_OCI_MEMORY: u64 = qlib::layout::MAX_MEM;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -178,7 +187,11 @@ impl Sandbox {
         let readonly = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
         let window_region = kvm_userspace_memory_region {
             slot: 1,
-            flags: if readonly { kvm_bindings::KVM_MEM_READONLY } else { 0 },
+            flags: if readonly {
+                kvm_bindings::KVM_MEM_READONLY
+            } else {
+                0
+            },
             guest_phys_addr: qlib::layout::FILE_WINDOW_GPA,
             memory_size: qlib::layout::FILE_WINDOW_SIZE,
             userspace_addr: ram.window_host_base(),

@@ -33,7 +33,9 @@ impl Mapped {
         // SAFETY: `[gpa, gpa + size)` lies in the file window (checked in
         // `map`), which the direct map covers and which is never unmapped
         // or written while the guest runs (read-only host mapping).
-        unsafe { core::slice::from_raw_parts(gpa_to_kva(self.gpa) as *const u8, self.size as usize) }
+        unsafe {
+            core::slice::from_raw_parts(gpa_to_kva(self.gpa) as *const u8, self.size as usize)
+        }
     }
 
     /// The `Mapped` whose bytes `image` is, if it is a window mapping.

@@ -12,8 +12,8 @@ use crate::fs::special::Special;
 use crate::fs::{Backing, HostKind, host};
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::addr_space::{MMAP_MIN, MMAP_TOP};
-use crate::mm::page_up;
 use crate::mm::filemap;
+use crate::mm::page_up;
 use crate::mm::vma::{FileBacking, VmaKind};
 use crate::process::Process;
 
