@@ -144,7 +144,8 @@ mod tests {
         let g = tempfile_path::Guard::new();
         let mut f = std::fs::File::create(&g.0).expect("create");
         f.write_all(bytes).expect("write");
-        (g, std::fs::File::open(&g.0).expect("open"))
+        let f = std::fs::File::open(&g.0).expect("open");
+        (g, f)
     }
 
     mod tempfile_path {
@@ -169,10 +170,10 @@ mod tests {
     fn a_file_is_mapped_once_and_reads_through_the_window() {
         let ram = ram();
         let mut w = FileWindow::default();
-        let (_g, f) = temp_file(b"hello window");
+        let (g, f) = temp_file(b"hello window");
         let (gpa, size) = w.map(&ram, &f).expect("map");
         assert_eq!((gpa, size), (FILE_WINDOW_GPA, 12));
-        let again = std::fs::File::open(&_g.0).expect("open");
+        let again = std::fs::File::open(&g.0).expect("open");
         assert_eq!(w.map(&ram, &again), Ok((gpa, 12)), "same file, same range");
         assert_eq!(w.used(), PAGE_SIZE);
         let iov = ram.host_iovecs_checked(&[qlib::abi::IoVec { gpa, len: 12 }]);
