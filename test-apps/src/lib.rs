@@ -89,6 +89,7 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    "waits",
 ];
 
 /// The directory holding the built programs.
