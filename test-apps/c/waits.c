@@ -7,9 +7,10 @@
  *             in two processes; prints what each side saw.
  *   sleep     a child sleeps 600 ms in nanosleep while the parent computes
  *             for 400 ms; the parent prints whether they overlapped.
- *   alarm     a child arms ITIMER_REAL and waits in pause(); the parent
- *             (no SIGALRM handler: the signal would kill it) sleeps; the
- *             child's handler must run, the parent must live.
+ *   alarm     a child arms ITIMER_REAL and blocks reading a pipe while
+ *             the parent (no SIGALRM handler: the signal would kill it)
+ *             computes; the child's handler must run (read: EINTR), the
+ *             parent must live; then the parent's own alarm().
  *   accept    a server blocked in a plain accept(): prints "port N",
  *             answers one connection and exits.
  *   accept3   three processes: the parent waits in wait4, one child reads
@@ -84,6 +85,7 @@ static void answer(int c, const char *who)
 
 static int tcp(void)
 {
+	alarm(20); /* a deadlock ends the run instead of hanging it */
 	int port;
 	int s = listener(&port);
 	pid_t pid = fork();
@@ -168,8 +170,11 @@ static int sleeper(void)
 		nanosleep(&ts, NULL);
 		_exit(0);
 	}
+	/* 400 ms of work from when the parent runs again: if the child's
+	 * sleep held the vCPU, that is only after it. */
+	double t1 = now_ms();
 	volatile unsigned long x = 0;
-	while (now_ms() - t0 < 400)
+	while (now_ms() - t1 < 400)
 		x++;
 	int st;
 	waitpid(pid, &st, 0);
@@ -189,19 +194,30 @@ static void on_alarm(int sig)
 
 static int alarmer(void)
 {
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
 	pid_t pid = fork();
 	if (pid == 0) {
-		signal(SIGALRM, on_alarm);
+		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+		sigaction(SIGALRM, &sa, NULL);
 		struct itimerval it = {{0, 0}, {0, 200000}};
 		setitimer(ITIMER_REAL, &it, NULL);
-		while (!got)
-			pause();
-		printf("child: SIGALRM handled\n");
+		/* Blocked in read while the parent computes: the timer fires
+		 * while the parent runs, and must still come here. */
+		char c;
+		ssize_t n = read(p[0], &c, 1);
+		printf("child: read %s, SIGALRM %s\n", n < 0 && errno == EINTR ? "EINTR" : "data",
+		       got ? "handled" : "missing");
 		fflush(stdout);
 		_exit(0);
 	}
-	struct timespec ts = {0, 500 * 1000000L};
-	nanosleep(&ts, NULL);
+	double t1 = now_ms();
+	volatile unsigned long x = 0;
+	while (now_ms() - t1 < 400)
+		x++;
+	if (write(p[1], "x", 1) != 1)
+		die("write");
 	int st;
 	waitpid(pid, &st, 0);
 	printf("parent: alive, child exited %d\n", WEXITSTATUS(st));

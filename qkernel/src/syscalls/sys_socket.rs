@@ -168,9 +168,15 @@ pub fn accept4(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (f, fd) = sock(p, a[0])?;
     let mut addr = SockAddr::default();
     let park = !f.nonblocking() && park::worthwhile();
-    let block = if f.nonblocking() || park { 0 } else { io::BLOCK };
+    let block = if f.nonblocking() || park {
+        0
+    } else {
+        io::BLOCK
+    };
     let nfd = match host::fd_op_addr(fdop::ACCEPT, fd, &mut addr, block) {
-        Err(Errno::EAGAIN) if park => return park::wait_on(&[(fd, park::POLLIN)], park::deadline(None)),
+        Err(Errno::EAGAIN) if park => {
+            return park::wait_on(&[(fd, park::POLLIN)], park::deadline(None));
+        }
         r => r? as i32,
     };
     let gfd = install(p, nfd, a[3])?;

@@ -242,11 +242,7 @@ pub fn wake_readers_of_peer(fd: i32) {
     let ready: Vec<u32> = PARKED
         .lock()
         .iter()
-        .filter(|e| {
-            e.fds
-                .iter()
-                .any(|&(f, ev)| f == peer && ev & POLLIN != 0)
-        })
+        .filter(|e| e.fds.iter().any(|&(f, ev)| f == peer && ev & POLLIN != 0))
         .map(|e| e.pid)
         .collect();
     if ready.is_empty() {
