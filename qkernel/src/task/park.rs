@@ -68,11 +68,6 @@ pub fn worthwhile() -> bool {
     })
 }
 
-/// Whether another task is runnable right now.
-pub fn others_runnable() -> bool {
-    KERNEL.try_lock().is_some_and(|k| !k.runq.is_empty())
-}
-
 /// The absolute deadline of a wait of `rel` ns (`None`: forever) that
 /// starts now, or, when the syscall runs again after a wake, the deadline
 /// its first run computed.

@@ -222,6 +222,7 @@ pub fn run_expired() {
 /// futex wait with a timeout, later). `Ok(true)`: the deadline passed;
 /// `Ok(false)`: woken earlier (`sched::wake`, a handled signal); `EDEADLK`
 /// when nothing else can ever run (as `sched::block_current`).
+#[expect(dead_code, reason = "the futex wait's timeout (threads) will use it")]
 pub fn sleep_until(deadline: u64) -> Result<bool, Errno> {
     let me = current_pid();
     if time::monotonic_ns() >= deadline {
