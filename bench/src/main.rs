@@ -195,6 +195,24 @@ fn alloc_unit(name: &str) -> &'static str {
 fn ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = vec![
         Ratio::of(m, "hello qrun/native", "hello_qrun_ms", "hello_native_ms"),
+        Ratio::of(
+            m,
+            "fork+exit+wait qrun/native",
+            "fork_exit_wait_us",
+            "fork_exit_wait_native_us",
+        ),
+        Ratio::of(
+            m,
+            "fork+exec+wait qrun/native",
+            "fork_exec_wait_us",
+            "fork_exec_wait_native_us",
+        ),
+        Ratio::of(
+            m,
+            "pipe ping-pong qrun/native",
+            "pipe_pingpong_us",
+            "pipe_pingpong_native_us",
+        ),
         Ratio::of(m, "oci run qrun/runc", "oci_run_qrun_ms", "oci_run_runc_ms"),
         Ratio::of(m, "oci run runc/qrun", "oci_run_runc_ms", "oci_run_qrun_ms"),
         Ratio::of(m, "oci run qrun/crun", "oci_run_qrun_ms", "oci_run_crun_ms"),

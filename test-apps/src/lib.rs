@@ -26,6 +26,7 @@ pub const ALL: &[&str] = &[
     // print timings, so unlike the others their output varies by run.
     "bench_fault",
     "bench_hostcall",
+    "bench_procs",
     "bench_syscall",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
@@ -91,6 +92,7 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    "waits",
 ];
 
 /// The directory holding the built programs.

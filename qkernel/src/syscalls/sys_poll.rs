@@ -12,7 +12,7 @@ use crate::fs::{Backing, File, HostKind, O_CLOEXEC, O_NONBLOCK, O_RDONLY, O_RDWR
 use crate::hostcall;
 use crate::mm::uaccess;
 use crate::process::Process;
-use crate::time;
+use crate::task::park;
 
 const POLLIN: i16 = 0x1;
 const POLLPRI: i16 = 0x2;
@@ -23,20 +23,24 @@ const POLLNVAL: i16 = 0x20;
 const POLLRDNORM: i16 = 0x40;
 const POLLWRNORM: i16 = 0x100;
 
-/// A host monotonic deadline `ns` from now (`None`: no deadline).
+/// A host monotonic deadline `ns` from now (`None`: no deadline); when
+/// the syscall runs again after its task parked, the first run's.
 fn deadline_in(ns: Option<u64>) -> u64 {
     match ns {
-        None => u64::MAX,
         Some(0) => 0,
-        Some(ns) => time::monotonic_ns().saturating_add(ns).min(u64::MAX - 1),
+        ns => park::deadline(ns),
     }
 }
+
+/// The handler's result while its task parks (dropped: the handler runs
+/// again once the task wakes).
+const PARKED: Errno = Errno::EAGAIN;
 
 /// One poll entry: (fd, events, revents).
 type Entry = (i32, i16, i16);
 
 /// Polls `entries` until one is ready or `deadline` (host monotonic ns).
-fn poll_entries(p: &Process, entries: &mut [Entry], deadline: u64) -> SysResult {
+fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysResult {
     let mut host_fds: Vec<PollFd> = Vec::new();
     let mut which: Vec<usize> = Vec::new();
     let mut ready = 0;
@@ -61,17 +65,27 @@ fn poll_entries(p: &Process, entries: &mut [Entry], deadline: u64) -> SysResult 
             ready += 1;
         }
     }
-    let deadline = if ready > 0 { 0 } else { deadline };
+    if ready > 0 || park::expired(deadline) {
+        deadline = 0;
+    }
+    // With other tasks around, a wait parks this one (the vCPU polls for
+    // every parked task at once when nothing can run).
+    let park = deadline != 0 && park::worthwhile();
     if host_fds.is_empty() {
+        if park {
+            park::wait_on(&[], deadline)?;
+            return Err(PARKED);
+        }
         if deadline != 0 && !hostcall::sleep_until(deadline) {
             return Err(Errno::ERESTARTNOHAND);
         }
         return Ok(ready);
     }
     let gpa = crate::mm::kva_to_gpa(host_fds.as_ptr() as u64);
+    let host_deadline = if park { 0 } else { deadline };
     host_result(hostcall::call(
         Call::Poll,
-        [gpa, host_fds.len() as u64, deadline, 0, 0, 0],
+        [gpa, host_fds.len() as u64, host_deadline, 0, 0, 0],
     ))?;
     for (k, &i) in which.iter().enumerate() {
         // SAFETY: the VMM wrote `revents` in place.
@@ -80,6 +94,11 @@ fn poll_entries(p: &Process, entries: &mut [Entry], deadline: u64) -> SysResult 
         if h.revents != 0 {
             ready += 1;
         }
+    }
+    if park && ready == 0 {
+        let fds: Vec<(i32, i16)> = host_fds.iter().map(|f| (f.fd, f.events)).collect();
+        park::wait_on(&fds, deadline)?;
+        return Err(PARKED);
     }
     Ok(ready)
 }
@@ -307,7 +326,16 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
     }
     let max = (max as usize).min(1024);
     let mut buf = alloc::vec![0u8; max * 12];
-    let n = host::epoll_wait(ep, &mut buf, deadline_in(timeout_ns))?;
+    let mut deadline = deadline_in(timeout_ns);
+    if park::expired(deadline) {
+        deadline = 0;
+    }
+    let park = deadline != 0 && park::worthwhile();
+    let n = host::epoll_wait(ep, &mut buf, if park { 0 } else { deadline })?;
+    if park && n == 0 {
+        park::wait_on(&[(ep, POLLIN)], deadline)?;
+        return Err(PARKED);
+    }
     uaccess::copy_out(&mut p.mm, a[1], &buf[..n * 12])?;
     Ok(n)
 }
@@ -416,6 +444,7 @@ pub fn pipe2(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let pair = host::new_pair(new::PIPE, u64::from(flags & O_DIRECT), 0, 0)?;
+    park::add_peers(pair[0], pair[1]);
     let cloexec = flags & O_CLOEXEC != 0;
     let nb = flags & O_NONBLOCK;
     let mk = |fd: i32, acc: u32| {

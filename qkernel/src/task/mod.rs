@@ -14,6 +14,7 @@ pub mod fork;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
+pub mod timers;
 pub mod wait;
 
 use alloc::boxed::Box;
@@ -221,12 +222,16 @@ pub fn finish_syscall(
             Action::Park(fd, events) => {
                 park::park(fd, events);
                 let blocked = sched::block_current();
-                park::unpark(current_pid());
-                blocked?;
+                park::woke();
+                if let Err(e) = blocked {
+                    park::rerun_done();
+                    return Err(e);
+                }
                 if crate::signal::interrupts() {
-                    return Err(Errno::ERESTARTSYS);
+                    return Err(park::interrupted());
                 }
                 r = rerun();
+                park::rerun_done();
             }
             Action::Vfork(child) => {
                 while fork::vfork_pending(child) {

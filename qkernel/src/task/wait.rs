@@ -23,7 +23,7 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         return false;
     };
     t.state = State::Zombie(st);
-    super::park::unpark(pid);
+    super::park::forget(pid);
     let ppid = t.ppid;
     let exit_signal = t.exit_signal;
     let vfork_parent = t.vfork_parent.take();

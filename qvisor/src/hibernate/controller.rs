@@ -335,6 +335,11 @@ impl Hibernation {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the guest is held until a wake (hibernated, or failed).
+    pub fn holds_guest(&self) -> bool {
+        self.hold.load(Ordering::Acquire)
+    }
+
     /// The status for the control socket.
     pub fn status(&self) -> Status {
         let i = self.lock();
