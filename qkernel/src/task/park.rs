@@ -48,7 +48,9 @@ pub fn any() -> bool {
 /// Waits in the host until a parked fd is ready (or a control request
 /// arrives) and wakes the tasks whose fds are. Called with no lock held
 /// when nothing is runnable.
-pub fn idle_poll() {
+/// It also returns at monotonic `deadline_ns` (a timed futex wait;
+/// `u64::MAX`: none).
+pub fn idle_poll_until(deadline_ns: u64) {
     let mut fds: Vec<PollFd> = PARKED
         .lock()
         .iter()
@@ -62,7 +64,7 @@ pub fn idle_poll() {
         return;
     }
     let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
-    let rc = hostcall::call_once(Call::Poll, [gpa, fds.len() as u64, u64::MAX, 0, 0, 0]);
+    let rc = hostcall::call_once(Call::Poll, [gpa, fds.len() as u64, deadline_ns, 0, 0, 0]);
     if rc == RET_RESTART {
         // A control request (hibernation, a host signal for pid 1):
         // served now; a handled signal for the blocked running task
