@@ -157,7 +157,6 @@ impl Default for GroupSig {
 pub fn save_group(g: &mut GroupSig) {
     g.pending = SHARED.swap(0, Ordering::AcqRel);
     g.info = *SHARED_INFO.lock();
-    GROUP_KILL.store(0, Ordering::Relaxed);
 }
 
 /// Makes a thread group the running one: its dispositions (from
@@ -168,6 +167,8 @@ pub fn load_group(actions: &[crate::process::SigAction; 64], g: &GroupSig) {
     HANDLED.store(d.handled, Ordering::Relaxed);
     SHARED.store(g.pending, Ordering::Release);
     *SHARED_INFO.lock() = g.info;
+    // A group killed by a signal never runs again: the mark was its own.
+    GROUP_KILL.store(0, Ordering::Relaxed);
 }
 
 /// The per-thread signal state of a task that is not running: the

@@ -25,11 +25,15 @@ const FUTEX_PRIVATE_FLAG: u64 = 128;
 const FUTEX_CLOCK_REALTIME: u64 = 256;
 const FUTEX_CMD_MASK: u64 = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 
-fn key(p: &Process, uaddr: u64) -> Result<Key, Errno> {
+/// The wait queue key of `uaddr`: shared and private futexes on one
+/// word are apart, as on Linux (bit 0, free in an aligned address, marks
+/// a shared one).
+fn key(p: &Process, uaddr: u64, op: u64) -> Result<Key, Errno> {
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
-    Ok((p.mm.pt.kernel_cr3(), uaddr))
+    let shared = u64::from(op & FUTEX_PRIVATE_FLAG == 0);
+    Ok((p.mm.pt.kernel_cr3(), uaddr | shared))
 }
 
 /// `futex(uaddr, op, val, timeout | val2, uaddr2, val3)`.
@@ -43,20 +47,20 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let val2 = a[3] as u32;
     let val3 = a[5] as u32;
     match cmd {
-        FUTEX_WAIT => wait(p, a[0], val, a[3], false, false, u32::MAX),
+        FUTEX_WAIT => wait(p, a[0], op, val, a[3], false, false, u32::MAX),
         FUTEX_WAIT_BITSET => {
             let realtime = op & FUTEX_CLOCK_REALTIME != 0;
-            wait(p, a[0], val, a[3], true, realtime, val3)
+            wait(p, a[0], op, val, a[3], true, realtime, val3)
         }
-        FUTEX_WAKE => Ok(futex::wake(key(p, a[0])?, val.max(1), u32::MAX)),
+        FUTEX_WAKE => Ok(futex::wake(key(p, a[0], op)?, val.max(1), u32::MAX)),
         FUTEX_WAKE_BITSET => {
             if val3 == 0 {
                 return Err(Errno::EINVAL);
             }
-            Ok(futex::wake(key(p, a[0])?, val.max(1), val3))
+            Ok(futex::wake(key(p, a[0], op)?, val.max(1), val3))
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
-            let (from, to) = (key(p, a[0])?, key(p, a[4])?);
+            let (from, to) = (key(p, a[0], op)?, key(p, a[4], op)?);
             if (val as i32) < 0 || (val2 as i32) < 0 {
                 return Err(Errno::EINVAL);
             }
@@ -68,7 +72,7 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
             }
             Ok(futex::requeue(from, to, val, val2))
         }
-        FUTEX_WAKE_OP => wake_op(p, a[0], val, a[4], val2, val3),
+        FUTEX_WAKE_OP => wake_op(p, op, a[0], val, a[4], val2, val3),
         FUTEX_LOCK_PI | FUTEX_UNLOCK_PI | FUTEX_TRYLOCK_PI | FUTEX_WAIT_REQUEUE_PI
         | FUTEX_CMP_REQUEUE_PI | FUTEX_LOCK_PI2 => {
             log::warn!("futex: priority-inheritance op {cmd} is not supported (ENOSYS)");
@@ -82,9 +86,11 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// (`task::futex::sleep`) until a wake, the timeout or a signal. WAIT's
 /// timeout is relative; WAIT_BITSET's is absolute on `CLOCK_MONOTONIC`,
 /// or `CLOCK_REALTIME` with the flag.
+#[allow(clippy::too_many_arguments)]
 fn wait(
     p: &mut Process,
     uaddr: u64,
+    op: u64,
     val: u32,
     timeout: u64,
     absolute: bool,
@@ -94,7 +100,7 @@ fn wait(
     if bitset == 0 {
         return Err(Errno::EINVAL);
     }
-    let k = key(p, uaddr)?;
+    let k = key(p, uaddr, op)?;
     let deadline = if timeout == 0 {
         u64::MAX
     } else {
@@ -158,11 +164,19 @@ fn compare(cmp: u32, old: u32, cmparg: i32) -> Option<bool> {
 
 /// WAKE_OP: `old = *uaddr2; *uaddr2 = old OP oparg`; wake `n` on `uaddr`
 /// and, if `old CMP cmparg`, `n2` on `uaddr2`.
-fn wake_op(p: &mut Process, uaddr: u64, n: u32, uaddr2: u64, n2: u32, val3: u32) -> SysResult {
-    let (k1, k2) = (key(p, uaddr)?, key(p, uaddr2)?);
-    let (op, oparg, cmp, cmparg) = decode_op(val3);
+fn wake_op(
+    p: &mut Process,
+    op: u64,
+    uaddr: u64,
+    n: u32,
+    uaddr2: u64,
+    n2: u32,
+    val3: u32,
+) -> SysResult {
+    let (k1, k2) = (key(p, uaddr, op)?, key(p, uaddr2, op)?);
+    let (wop, oparg, cmp, cmparg) = decode_op(val3);
     let old: u32 = uaccess::read(&mut p.mm, uaddr2)?;
-    let new = apply_op(op, oparg, old).ok_or(Errno::ENOSYS)?;
+    let new = apply_op(wop, oparg, old).ok_or(Errno::ENOSYS)?;
     let hit = compare(cmp, old, cmparg).ok_or(Errno::ENOSYS)?;
     uaccess::write(&mut p.mm, uaddr2, &new)?;
     let mut woken = futex::wake(k1, n.max(1), u32::MAX);

@@ -3,9 +3,10 @@
 //! A waiter is keyed by (address space, virtual address): the address
 //! space is named by its kernel PGD, which every thread of a group shares
 //! and no two live address spaces share. Swapping a page out or copying it
-//! on write never changes a key. Private and shared futexes use the same
-//! key (anonymous `MAP_SHARED` memory is copied across `fork` here, so no
-//! futex word is ever shared between two address spaces).
+//! on write never changes a key. Shared futexes set bit 0 of the address
+//! (keys apart from private ones, as on Linux) but are still per address
+//! space: anonymous `MAP_SHARED` memory is copied across `fork` here, so no
+//! futex word is ever shared between two address spaces.
 //!
 //! A waiter is queued by the syscall handler (under the process lock,
 //! after it checked the futex word), then sleeps in [`sleep`] once the
@@ -231,6 +232,7 @@ pub fn release_robust(p: &mut crate::process::Process, tid: u32) {
         }
         let nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
         if crate::mm::uaccess::write(&mut p.mm, uaddr, &nv).is_ok() && v & FUTEX_WAITERS != 0 {
+            wake((mm_id, uaddr | 1), 1, u32::MAX);
             wake((mm_id, uaddr), 1, u32::MAX);
         }
     };

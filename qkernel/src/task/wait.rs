@@ -178,6 +178,9 @@ pub fn exit_thread(code: u8) -> ! {
         }
     };
     if ctid != 0 {
+        // Linux wakes the shared key; the private one too, for joiners
+        // that wait privately (a spurious wake-up is allowed there).
+        super::futex::wake((key, ctid | 1), 1, u32::MAX);
         super::futex::wake((key, ctid), 1, u32::MAX);
     }
     let mut k = KERNEL.lock();
