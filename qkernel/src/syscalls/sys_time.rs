@@ -90,6 +90,13 @@ fn sleep(p: &mut Process, ns: u64, rem: u64) -> SysResult {
         return Ok(0);
     }
     let deadline = time::monotonic_ns().saturating_add(ns);
+    if crate::task::park::worthwhile() {
+        // Other tasks may run meanwhile (threads: Go's sysmon sleeps in a
+        // loop): a timed block in the guest (task::futex).
+        crate::task::futex::enqueue_sleep(deadline);
+        crate::task::request(crate::task::Action::Sleep(deadline));
+        return Ok(0);
+    }
     if hostcall::sleep_until(deadline) {
         return Ok(0);
     }

@@ -60,6 +60,13 @@ pub fn enqueue(key: Key, bitset: u32, deadline: u64) {
     });
 }
 
+/// Queues the running task for a plain timed sleep (`nanosleep` while
+/// other tasks exist): a key no futex operation names (address 2, never
+/// 4-aligned), so only the deadline or a signal ends it.
+pub fn enqueue_sleep(deadline: u64) {
+    enqueue((0, 2), 0, deadline);
+}
+
 /// Wakes up to `n` waiters on `key` whose bitset meets `bitset`; returns
 /// how many.
 pub fn wake(key: Key, n: u32, bitset: u32) -> usize {

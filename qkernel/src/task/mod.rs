@@ -228,6 +228,9 @@ pub enum Action {
     /// Sleep on a futex until woken, the deadline (monotonic ns,
     /// `u64::MAX`: none) or a signal (`task::futex`).
     Futex(u64),
+    /// `nanosleep` while other tasks exist: a timed block until the
+    /// monotonic deadline (0), or `ERESTARTNOHAND` for a handled signal.
+    Sleep(u64),
 }
 
 static ACTION: Mutex<Action> = Mutex::new(Action::None);
@@ -255,6 +258,13 @@ pub fn finish_syscall(
             Action::Exit(st) => exit_current(st),
             Action::ExitThread(code) => wait::exit_thread(code),
             Action::Futex(deadline) => return futex::sleep(deadline),
+            Action::Sleep(deadline) => {
+                return match futex::sleep(deadline) {
+                    Err(futex::ETIMEDOUT) => Ok(0),
+                    Err(Errno::EINTR) => Err(Errno::ERESTARTNOHAND),
+                    other => other,
+                };
+            }
             Action::Block => {
                 sched::block_current()?;
                 if crate::signal::interrupts() {
