@@ -56,8 +56,11 @@ fn futex_operations_and_timeouts() {
         return;
     }
     let out = same(&["futex"]);
-    assert!(out.contains("relative timeout: Connection timed out, in time")
-        || out.contains("relative timeout: Operation timed out, in time"), "{out}");
+    assert!(
+        out.contains("relative timeout: Connection timed out, in time")
+            || out.contains("relative timeout: Operation timed out, in time"),
+        "{out}"
+    );
     assert!(out.contains("wake_op: 2, word now 1"), "{out}");
 }
 

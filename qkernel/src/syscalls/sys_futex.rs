@@ -73,8 +73,12 @@ pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
             Ok(futex::requeue(from, to, val, val2))
         }
         FUTEX_WAKE_OP => wake_op(p, op, a[0], val, a[4], val2, val3),
-        FUTEX_LOCK_PI | FUTEX_UNLOCK_PI | FUTEX_TRYLOCK_PI | FUTEX_WAIT_REQUEUE_PI
-        | FUTEX_CMP_REQUEUE_PI | FUTEX_LOCK_PI2 => {
+        FUTEX_LOCK_PI
+        | FUTEX_UNLOCK_PI
+        | FUTEX_TRYLOCK_PI
+        | FUTEX_WAIT_REQUEUE_PI
+        | FUTEX_CMP_REQUEUE_PI
+        | FUTEX_LOCK_PI2 => {
             log::warn!("futex: priority-inheritance op {cmd} is not supported (ENOSYS)");
             Err(Errno::ENOSYS)
         }
@@ -139,11 +143,11 @@ fn decode_op(v: u32) -> (u32, u32, u32, i32) {
 /// Applies WAKE_OP's operation to `old`; `None` for an unknown one.
 fn apply_op(op: u32, oparg: u32, old: u32) -> Option<u32> {
     Some(match op {
-        0 => oparg,             // SET
+        0 => oparg,                   // SET
         1 => old.wrapping_add(oparg), // ADD
-        2 => old | oparg,       // OR
-        3 => old & !oparg,      // ANDN
-        4 => old ^ oparg,       // XOR
+        2 => old | oparg,             // OR
+        3 => old & !oparg,            // ANDN
+        4 => old ^ oparg,             // XOR
         _ => return None,
     })
 }

@@ -138,4 +138,3 @@ pub fn getrandom(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     Ok(len as usize)
 }
-

@@ -97,7 +97,19 @@ pub fn clone3(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
         off += 8;
     }
-    let [flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, _cgroup] = w;
+    let [
+        flags,
+        _pidfd,
+        child_tid,
+        parent_tid,
+        exit_signal,
+        stack,
+        stack_size,
+        tls,
+        set_tid,
+        set_tid_size,
+        _cgroup,
+    ] = w;
     if flags & 0xff != 0 || exit_signal > 64 {
         return Err(Errno::EINVAL);
     }

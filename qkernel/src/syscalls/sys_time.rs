@@ -90,9 +90,11 @@ fn sleep(p: &mut Process, ns: u64, rem: u64) -> SysResult {
         return Ok(0);
     }
     let deadline = time::monotonic_ns().saturating_add(ns);
-    if crate::task::park::worthwhile() {
-        // Other tasks may run meanwhile (threads: Go's sysmon sleeps in a
-        // loop): a timed block in the guest (task::futex).
+    if crate::task::has_sibling_threads() {
+        // Other threads may run meanwhile (Go's sysmon sleeps in a loop):
+        // a timed block in the guest (task::futex). Only for threads: a
+        // process in `pause`/`sigsuspend` still blocks the vCPU in the
+        // host, and must not wait for a sleeper that waits in the guest.
         crate::task::futex::enqueue_sleep(deadline);
         crate::task::request(crate::task::Action::Sleep(deadline));
         return Ok(0);

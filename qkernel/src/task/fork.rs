@@ -253,7 +253,10 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         return Err(Errno::EINVAL);
     }
     if a.flags & NEEDED != NEEDED || a.flags & CLONE_VFORK != 0 {
-        log::warn!("clone flags {:#x}: a thread without shared fs or files", a.flags);
+        log::warn!(
+            "clone flags {:#x}: a thread without shared fs or files",
+            a.flags
+        );
         return Err(Errno::ENOSYS);
     }
     if KERNEL.lock().tasks.len() >= MAX_TASKS {

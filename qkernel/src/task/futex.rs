@@ -23,7 +23,7 @@ use alloc::vec::Vec;
 
 use spin::Mutex;
 
-use super::{Kernel, KERNEL, current_pid, sched};
+use super::{KERNEL, Kernel, current_pid, sched};
 use crate::errno::{Errno, SysResult};
 
 /// (address space id, user virtual address).

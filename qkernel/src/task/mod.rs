@@ -346,6 +346,16 @@ pub fn signal_init_from_host(sig: u32) {
     );
 }
 
+/// Whether the running thread group has another live thread.
+pub fn has_sibling_threads() -> bool {
+    let (me, g) = (current_pid(), current_tgid());
+    KERNEL.try_lock().is_some_and(|k| {
+        k.tasks
+            .values()
+            .any(|t| t.tgid == g && t.pid != me && t.live())
+    })
+}
+
 /// A process-directed `sig` to the running group that the running thread
 /// blocks: whether another live thread of the group does not block it;
 /// with `wake`, the first such thread that is blocked in the kernel and

@@ -164,9 +164,7 @@ pub fn switch(next: u32) {
             return;
         }
     };
-    if !same
-        && let Some(mut p) = pg.take()
-    {
+    if !same && let Some(mut p) = pg.take() {
         crate::signal::save_group(&mut p.shared_sig);
         match k.tasks.get_mut(&prev_tgid) {
             Some(leader) => leader.proc = Some(p),

@@ -279,7 +279,11 @@ pub fn send_to_thread(tid: u32, sig: u32, info: Info) -> Result<(), Errno> {
     }
     let g = t.tgid;
     let running = g == super::current_tgid();
-    let d = if running { Disp::current() } else { disp_of(&k, g) };
+    let d = if running {
+        Disp::current()
+    } else {
+        disp_of(&k, g)
+    };
     let Some(t) = k.tasks.get_mut(&tid) else {
         return Err(Errno::ESRCH);
     };
