@@ -11,19 +11,19 @@
 //! little, so an alarm that arrives before the guest sees its deadline is
 //! simply armed again.
 
-use crate::task::{current_pid, timers};
+use crate::task::{current_tgid, timers};
 
 /// What is left of the running process's timer: (ns until it goes off, 0
 /// if disarmed; interval ns).
 pub fn get() -> (u64, u64) {
-    timers::alarm(current_pid())
+    timers::alarm(current_tgid())
 }
 
 /// Arms the running process's timer to go off in `value` ns, then every
 /// `interval` ns (0: once); `value` 0 disarms. Returns the old
 /// (remaining, interval).
 pub fn set(value: u64, interval: u64) -> (u64, u64) {
-    timers::set_alarm(current_pid(), value, interval)
+    timers::set_alarm(current_tgid(), value, interval)
 }
 
 /// The VMM's alarm went off: fires what is due.

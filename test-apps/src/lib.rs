@@ -89,6 +89,8 @@ pub const ALL: &[&str] = &[
     "sysfuzz",
     // sysinfo, getrusage and CPU clocks, groups, priorities, prctl, statfs, sync.
     "sysinfo2",
+    // pthreads, futexes, signals to threads, exec from a thread (threads).
+    "threads",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",

@@ -25,13 +25,11 @@ const PR_GET_CHILD_SUBREAPER: u64 = 37;
 const PR_SET_NO_NEW_PRIVS: u64 = 38;
 const PR_GET_NO_NEW_PRIVS: u64 = 39;
 
-/// The name `PR_GET_NAME` reports: the one set for this program, else
+/// The name `PR_GET_NAME` reports: the one set for this thread, else
 /// the program file's name (Linux's `comm`), at most 15 bytes.
 fn name(p: &Process) -> [u8; 16] {
-    if let Some((n, exe)) = &ATTRS.lock().name
-        && *exe == p.exe
-    {
-        return *n;
+    if let Some(n) = p.name {
+        return n;
     }
     let base = p.exe.rsplit('/').next().unwrap_or("");
     let mut n = [0u8; 16];
@@ -79,7 +77,8 @@ pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 }
                 *slot = b[0];
             }
-            ATTRS.lock().name = Some((n, p.exe.clone()));
+            // Per thread: `Process::name` is the running thread's.
+            p.name = Some(n);
         }
         PR_GET_NAME => {
             let n = name(p);

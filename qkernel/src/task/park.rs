@@ -257,8 +257,9 @@ fn hibernated() -> bool {
 
 /// Waits in the host until a parked fd is ready, the nearest deadline
 /// passes or a control request arrives, and wakes the tasks that can go
-/// on. Called with no lock held when nothing is runnable.
-pub fn idle_poll() {
+/// on. Called with no lock held when nothing is runnable. `futex_deadline`
+/// is the nearest timed futex wait's (`NEVER`: none).
+pub fn idle_poll(futex_deadline: u64) {
     let mut fds: Vec<PollFd> = Vec::new();
     let mut owners: Vec<u32> = Vec::new();
     for e in PARKED.lock().iter() {
@@ -274,7 +275,7 @@ pub fn idle_poll() {
     let mut deadline = if hibernated() {
         NEVER
     } else {
-        timers::next_deadline()
+        timers::next_deadline().min(futex_deadline)
     };
     if deadline != NEVER && time::monotonic_ns() >= deadline {
         if fds.is_empty() {

@@ -209,9 +209,9 @@ pub fn run_expired() {
     }
     for pid in alarms {
         let info = signal::Info::user(signal::SI_KERNEL, 0, 0);
-        if pid == current_pid() {
+        if pid == super::current_tgid() {
             signal::send(SIGALRM, info);
-        } else if super::wait::send_to_other(pid, SIGALRM, info).is_err() {
+        } else if super::wait::send_to_group(pid, SIGALRM, info).is_err() {
             log::debug!("SIGALRM for pid {pid}, which is gone");
         }
     }
