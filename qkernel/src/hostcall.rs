@@ -2,16 +2,8 @@
 //! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
 
 use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
-use spin::Mutex;
-
 use crate::arch;
 use crate::mm::kva_to_gpa;
-
-static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
-    call: 0,
-    args: [0; 6],
-    ret: 0,
-});
 
 /// Makes a host call; returns the VMM's result (>= 0 or `-errno`). A
 /// blocking call the VMM cuts short for a control request is retried once
@@ -61,7 +53,9 @@ pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
 }
 
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
-    let mut rec = RECORD.lock();
+    // This vCPU's record: the lock is only ever taken by this vCPU (it
+    // guards against a nested call), never waited for by another.
+    let mut rec = arch::percpu::this().record.lock();
     rec.call = c as u64;
     rec.args = args;
     rec.ret = 0;

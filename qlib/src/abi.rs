@@ -11,7 +11,10 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 7;
+pub const ABI_VERSION: u64 = 8;
+
+/// Most vCPUs a sandbox has (docs/smp.md).
+pub const MAX_VCPUS: usize = 8;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -96,6 +99,16 @@ pub enum Call {
     /// off the VMM posts [`control::ALARM`], waking a blocked host call or
     /// kicking the running vCPU (the guest's `setitimer`/`alarm`).
     SetAlarm = 11,
+    /// The boot vCPU is ready for the others: the VMM lets the secondary
+    /// vCPUs (`BootInfo::cpus` - 1) enter the guest. Returns how many.
+    StartVcpus = 12,
+    /// A secondary vCPU with nothing to do waits in the host, at no CPU
+    /// cost, until [`Call::WakeVcpu`] names it (or the sandbox ends).
+    /// Returns 0.
+    VcpuIdle = 13,
+    /// Wakes the idle vCPUs in the mask `args[0]` (bit k = vCPU k).
+    /// Returns 0.
+    WakeVcpu = 14,
     /// Open a path inside the rootfs: `args[0..2]` = GPA and length of an
     /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode.
     /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
@@ -176,6 +189,9 @@ impl Call {
             9 => Self::Poll,
             10 => Self::BootError,
             11 => Self::SetAlarm,
+            12 => Self::StartVcpus,
+            13 => Self::VcpuIdle,
+            14 => Self::WakeVcpu,
             16 => Self::Open,
             17 => Self::Close,
             18 => Self::Io,
@@ -317,9 +333,12 @@ pub struct BootInfo {
     /// The container's seccomp filter (`crate::seccomp` format), `len` 0
     /// for none. Added in ABI version 6.
     pub seccomp: IoVec,
+    /// vCPUs the VMM created (1..=[`MAX_VCPUS`]); vCPU k > 0 boots with
+    /// RDI = k.
+    pub cpus: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 320);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 328);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -39,7 +39,7 @@ OCI commands (as runc):
   spec [--bundle DIR]
 
 other commands:
-  do [--memory SIZE] [--env K=V]... [--stats] [--rootfs DIR] [--cwd PATH]
+  do [--memory SIZE] [--cpus N] [--env K=V]... [--stats] [--rootfs DIR] [--cwd PATH]
      [--control-socket PATH] [--state-dir DIR] -- PROGRAM [ARGS...]
       run a program in a fresh sandbox; paths resolve inside DIR (default /)
   ctl SOCKET status|hibernate|wake|signal N

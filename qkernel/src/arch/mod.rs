@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod cpu;
 pub mod entry;
+pub mod percpu;
 pub mod platform;
 pub mod switch;
 pub mod user_return;
@@ -57,18 +58,20 @@ pub fn fs_base() -> u64 {
     v
 }
 
-/// Sets the GS base (the kernel does not use GS).
+/// Sets the program's GS base. The kernel's own GS base is its
+/// `percpu::PerCpu`; the program's is kept there meanwhile and loaded on
+/// the way back to user mode (`entry.rs`).
 pub fn set_gs_base(base: u64) {
-    // SAFETY: CR4.FSGSBASE is set at boot; the kernel does not use GS.
-    unsafe { asm!("wrgsbase {0}", in(reg) base, options(nostack, preserves_flags)) };
+    percpu::this()
+        .user_gs
+        .store(base, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// Reads the GS base.
+/// The program's GS base (see [`set_gs_base`]).
 pub fn gs_base() -> u64 {
-    let v: u64;
-    // SAFETY: CR4.FSGSBASE is set at boot.
-    unsafe { asm!("rdgsbase {0}", out(reg) v, options(nomem, nostack, preserves_flags)) };
-    v
+    percpu::this()
+        .user_gs
+        .load(core::sync::atomic::Ordering::Relaxed)
 }
 
 /// Reads CR3.

@@ -84,15 +84,16 @@ impl FpuState {
     }
 }
 
-/// Sets the kernel stack top the entry code switches to.
+/// Sets the kernel stack top this vCPU's entry code switches to.
 pub fn set_kernel_stack_top(top: u64) {
-    // SAFETY: one vCPU; read only by the entry code, which cannot run
-    // while the kernel runs here (no preemption of kernel code).
-    unsafe { core::ptr::addr_of_mut!(super::entry::KERNEL_STACK_TOP).write(top) };
+    super::percpu::this()
+        .kstack_top
+        .store(top, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// The kernel stack top the entry code switches to.
+/// The kernel stack top this vCPU's entry code switches to.
 pub fn kernel_stack_top() -> u64 {
-    // SAFETY: one vCPU; a plain read of a word.
-    unsafe { core::ptr::addr_of!(super::entry::KERNEL_STACK_TOP).read() }
+    super::percpu::this()
+        .kstack_top
+        .load(core::sync::atomic::Ordering::Relaxed)
 }

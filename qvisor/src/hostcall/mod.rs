@@ -66,6 +66,8 @@ pub struct HostCalls<'a> {
     reclaim_start: Option<(Instant, u64)>,
     /// Files mapped into the file window.
     window: crate::file_window::FileWindow,
+    /// The secondary vCPUs (none: one vCPU).
+    smp: Option<&'a crate::smp::Smp>,
 }
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
@@ -98,7 +100,13 @@ impl<'a> HostCalls<'a> {
             reclaimed: 0,
             reclaim_start: None,
             window: crate::file_window::FileWindow::default(),
+            smp: None,
         }
+    }
+
+    /// Hands over the secondary vCPUs (`StartVcpus`, `WakeVcpu`).
+    pub fn set_smp(&mut self, smp: &'a crate::smp::Smp) {
+        self.smp = Some(smp);
     }
 
     /// Hands over the file window the boot mapped the program into.
@@ -140,6 +148,10 @@ impl<'a> HostCalls<'a> {
             Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::SetAlarm) => sys::ret(self.control.set_alarm(a[0])),
+            Some(Call::StartVcpus) => self.smp.map_or(0, |s| s.start()),
+            Some(Call::WakeVcpu) => self.smp.map_or(0, |s| s.wake(a[0])),
+            // vCPU 0 never idles this way (its idle is the idle poll).
+            Some(Call::VcpuIdle) => ENOSYS,
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
             Some(Call::Open) => self.open(a[0], a[1], a[2], a[3]),
