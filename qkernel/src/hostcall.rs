@@ -1,9 +1,9 @@
 //! Host calls (`qlib::abi`): a record in kernel memory and a doorbell.
 //! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
 
-use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
 use crate::arch;
 use crate::mm::kva_to_gpa;
+use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
 
 /// Makes a host call; returns the VMM's result (>= 0 or `-errno`). A
 /// blocking call the VMM cuts short for a control request is retried once

@@ -229,7 +229,8 @@ mod kernel {
         }
         arch::percpu::install(k);
         let cpu = arch::percpu::this();
-        cpu.online.store(true, core::sync::atomic::Ordering::Release);
+        cpu.online
+            .store(true, core::sync::atomic::Ordering::Release);
         log::info!("vCPU {k} online (native mode)");
         loop {
             hostcall::call_once(qlib::abi::Call::VcpuIdle, [0; 6]);

@@ -129,7 +129,10 @@ fn cpuset_count(list: &str) -> Option<usize> {
     let mut n = 0usize;
     for part in list.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<usize>().ok()?, b.trim().parse::<usize>().ok()?),
+            Some((a, b)) => (
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            ),
             None => {
                 let a = part.trim().parse::<usize>().ok()?;
                 (a, a)

@@ -36,8 +36,7 @@ const AP_STACK_SIZE: usize = 1 << AP_STACK_SHIFT;
 pub struct ApStacks(pub [[u8; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
 
 #[unsafe(no_mangle)]
-pub static mut AP_STACKS: ApStacks =
-    ApStacks([[0; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
+pub static mut AP_STACKS: ApStacks = ApStacks([[0; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
 
 global_asm!(
     r#"

@@ -47,7 +47,7 @@ pub struct TrapFrame {
     pub ss: u64,
 }
 
-use super::percpu::{self, MAX_CPUS, OFF_KSTACK_TOP, OFF_SCRATCH_RSP, OFF_USER_GS, PERCPU_SIZE};
+use super::percpu::{self, MAX_CPUS, OFF_KSTACK_TOP, OFF_SCRATCH_RSP, PERCPU_SIZE};
 
 unsafe extern "C" {
     /// The 32 exception stubs, in vector order.
@@ -113,8 +113,6 @@ global_asm!(
    r11 = its rflags (after an exception, rip is the return stub's). The
    program's GS base goes back first (the kernel's is the PerCpu). */
 .macro SYSRET
-    mov rax, qword ptr gs:[{off_user_gs}]
-    wrgsbase rax
     POP_GPRS
     mov rcx, [rsp + 16]
     mov r11, [rsp + 32]
@@ -152,8 +150,6 @@ SYSCALL_ENTRY 7
 
 /* rbx = this vCPU's PerCpu (rbx is saved in the frame). */
 syscall_common:
-    rdgsbase rax
-    mov [rbx + {off_user_gs}], rax
     wrgsbase rbx
     cld
     mov rdi, rsp
@@ -209,8 +205,6 @@ exception_common:
     push r13
     push r14
     push r15
-    rdgsbase rax
-    mov [rcx + {off_user_gs}], rax
     wrgsbase rcx
     cld
     mov rdi, rsp
@@ -336,7 +330,6 @@ SYSCALL_ENTRIES:
     pcs = const PERCPU_SIZE,
     off_kstack = const OFF_KSTACK_TOP,
     off_scratch = const OFF_SCRATCH_RSP,
-    off_user_gs = const OFF_USER_GS,
     max_cpus = const MAX_CPUS,
     entry_size = const super::cpu::ENTRY_STACKS_SIZE,
 );

@@ -58,20 +58,50 @@ pub fn fs_base() -> u64 {
     v
 }
 
-/// Sets the program's GS base. The kernel's own GS base is its
-/// `percpu::PerCpu`; the program's is kept there meanwhile and loaded on
-/// the way back to user mode (`entry.rs`).
+/// `MSR_KERNEL_GS_BASE`.
+const MSR_KERNEL_GS_BASE: u32 = 0xC000_0102;
+
+/// Sets the program's GS base. On this hypervisor the guest kernel and
+/// user mode have separate GS bases (measured, docs/smp.md): user mode
+/// runs with `MSR_KERNEL_GS_BASE` (as if the hypervisor did `swapgs` on
+/// the way out and back), the kernel's persists across user mode. So the
+/// program's is the MSR (a trapping `wrmsr`, only on `arch_prctl` and on a
+/// switch to a task with another GS base).
 pub fn set_gs_base(base: u64) {
-    percpu::this()
+    let cpu = percpu::this();
+    if cpu
         .user_gs
-        .store(base, core::sync::atomic::Ordering::Relaxed);
+        .swap(base, core::sync::atomic::Ordering::Relaxed)
+        == base
+    {
+        return;
+    }
+    // SAFETY: KERNEL_GS_BASE exists on x86-64; the kernel itself never
+    // reads it (its GS base is its PerCpu).
+    unsafe { wrmsr(MSR_KERNEL_GS_BASE, base) };
 }
 
-/// The program's GS base (see [`set_gs_base`]).
+/// The program's GS base (see [`set_gs_base`]): the MSR, which a program
+/// may have changed itself (`wrgsbase` in user mode).
 pub fn gs_base() -> u64 {
+    // SAFETY: KERNEL_GS_BASE exists on x86-64.
+    let v = unsafe { rdmsr(MSR_KERNEL_GS_BASE) };
     percpu::this()
         .user_gs
-        .load(core::sync::atomic::Ordering::Relaxed)
+        .store(v, core::sync::atomic::Ordering::Relaxed);
+    v
+}
+
+/// Writes an MSR.
+///
+/// # Safety
+/// The MSR must exist and the value must be valid for it.
+pub unsafe fn wrmsr(msr: u32, value: u64) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32,
+             options(nostack, preserves_flags))
+    };
 }
 
 /// Reads CR3.

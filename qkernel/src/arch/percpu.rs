@@ -8,11 +8,12 @@
 //!   the hypervisor does not make reliable (PLATFORM.md).
 //! - **Exception entry.** Each vCPU's TSS points at its own entry stacks;
 //!   `exception_common` derives `k` from the entry stack it arrived on.
-//! - **Kernel code.** Both entries then load GS base with `&PERCPU[k]`
-//!   (`wrgsbase`, native) after saving the program's GS base in
-//!   [`PerCpu::user_gs`]; the way out puts it back. So in the kernel,
-//!   [`this`] is one `rdgsbase`. `arch::gs_base`/`set_gs_base` read and
-//!   write the program's value in `user_gs`.
+//! - **Kernel code.** The hypervisor keeps the kernel's GS base apart
+//!   from user mode's (user mode runs with `MSR_KERNEL_GS_BASE`), so the
+//!   kernel's stays `&PERCPU[k]` across user mode; both entries load it
+//!   again anyway (`wrgsbase`, native, a few cycles). In the kernel,
+//!   [`this`] is one `rdgsbase`. The program's GS base is the MSR
+//!   (`arch::gs_base`/`set_gs_base`).
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -35,7 +36,8 @@ pub struct PerCpu {
     pub kstack_top: AtomicU64,
     /// The user RSP while the syscall entry switches stacks.
     pub scratch_rsp: AtomicU64,
-    /// The program's GS base while the kernel runs (GS then points here).
+    /// The program's GS base last written to `MSR_KERNEL_GS_BASE`
+    /// (`arch::set_gs_base`), to skip rewriting the same value.
     pub user_gs: AtomicU64,
     /// This vCPU's id.
     pub id: AtomicU64,
@@ -55,7 +57,6 @@ pub struct PerCpu {
 /// Offsets the entry assembly uses.
 pub const OFF_KSTACK_TOP: usize = core::mem::offset_of!(PerCpu, kstack_top);
 pub const OFF_SCRATCH_RSP: usize = core::mem::offset_of!(PerCpu, scratch_rsp);
-pub const OFF_USER_GS: usize = core::mem::offset_of!(PerCpu, user_gs);
 /// Size of one entry of [`PERCPU`].
 pub const PERCPU_SIZE: usize = core::mem::size_of::<PerCpu>();
 
@@ -112,7 +113,9 @@ pub fn this() -> &'static PerCpu {
     let p: u64;
     // SAFETY: CR4.FSGSBASE is set at boot; GS base is `&PERCPU[k]` in the
     // kernel (installed at boot, restored by every entry).
-    unsafe { core::arch::asm!("rdgsbase {0}", out(reg) p, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("rdgsbase {0}", out(reg) p, options(nomem, nostack, preserves_flags))
+    };
     // SAFETY: GS base is always one of the PERCPU entries in the kernel
     // (see above), which are 'static.
     unsafe { &*(p as *const PerCpu) }

@@ -75,10 +75,7 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
                     .parse()
                     .ok()
                     .filter(|n| (1..=qvisor::MAX_CPUS).contains(n))
-                    .ok_or(format!(
-                        "--cpus '{v}': expected 1..={}",
-                        qvisor::MAX_CPUS
-                    ))?;
+                    .ok_or(format!("--cpus '{v}': expected 1..={}", qvisor::MAX_CPUS))?;
             }
             "--env" => {
                 let v = it.next().ok_or("--env needs K=V")?;
