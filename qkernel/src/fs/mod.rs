@@ -9,6 +9,7 @@
 pub mod host;
 pub mod path;
 pub mod procfs;
+pub mod procpid;
 pub mod special;
 pub mod stat;
 

@@ -17,9 +17,6 @@ pub struct Attrs {
     pub policy: u32,
     /// `ioprio_set` value (0: `IOPRIO_CLASS_NONE`, never set).
     pub ioprio: u32,
-    /// `PR_SET_NAME` and the `exe` it was set under (a new program
-    /// after `execve` takes its own name again).
-    pub name: Option<([u8; 16], alloc::string::String)>,
     /// `PR_SET_PDEATHSIG`.
     pub pdeathsig: u32,
     /// `PR_SET_DUMPABLE`.
@@ -42,7 +39,6 @@ pub static ATTRS: Mutex<Attrs> = Mutex::new(Attrs {
     nice: 0,
     policy: 0,
     ioprio: 0,
-    name: None,
     pdeathsig: 0,
     dumpable: 1,
     no_new_privs: false,

@@ -25,6 +25,9 @@ mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+pub use attrs::{DEFAULT_CAPS, container_root};
+pub use sys_proc::rlimit;
+
 use qlib::syscall_names;
 
 use crate::errno::{Errno, SysResult};
@@ -421,10 +424,13 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
                     log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
                 });
             }
+            cputime::charge(false);
             let clock = cputime::SyscallClock::start();
             let r = process::with(|p| (entry.handler)(p, args));
             clock.stop();
-            crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)))
+            let r = crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)));
+            cputime::charge(true);
+            r
         }
         None => {
             log_unimplemented(nr);

@@ -41,18 +41,18 @@ pub fn open_path(p: &mut Process, abs: String, flags: u32, mode: u32) -> Result<
         } else {
             Errno::ENOENT
         }),
-        Node::FdLink(n) => {
+        node if special::is_link(&node) => {
             if flags & O_NOFOLLOW != 0 && flags & O_PATH == 0 {
                 return Err(Errno::ELOOP);
             }
-            p.files.get(n).cloned().map_err(|_| Errno::ENOENT)
-        }
-        Node::Exe => {
-            let exe = p.exe.clone();
-            open_path(p, exe, flags, mode)
+            match special::follow(p, &node) {
+                Some(special::Target::File(f)) => Ok(f),
+                Some(special::Target::Path(to)) => open_path(p, to, flags, mode),
+                None => Err(Errno::ENOENT),
+            }
         }
         node => {
-            if flags & O_DIRECTORY != 0 && !matches!(node, Node::Dir(_)) {
+            if flags & O_DIRECTORY != 0 && !matches!(node, Node::Dir(_) | Node::PidDir(..)) {
                 return Err(Errno::ENOTDIR);
             }
             special::open(p, &node, flags, &norm)

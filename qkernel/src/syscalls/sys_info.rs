@@ -145,20 +145,27 @@ fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
 /// `statfs` of what the absolute path `abs` names; the links of `/proc`
 /// and `/dev` (`/proc/self/fd/N`, `/dev/stdin`, `/proc/self/exe`) are
 /// followed, as Linux follows them.
-fn statfs_abs(p: &Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
+fn statfs_abs(p: &mut Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
     let norm = path::normalize(abs);
     match special::lookup(&norm) {
         Node::Host => procfs::host_statfs(abs),
         Node::Missing => Err(Errno::ENOENT),
-        Node::FdLink(n) => statfs_fd(p, n).map_err(|_| Errno::ENOENT),
-        Node::Exe => procfs::host_statfs(&p.exe),
+        node if special::is_link(&node) => match special::follow(p, &node) {
+            Some(special::Target::File(f)) => statfs_file(&f),
+            Some(special::Target::Path(to)) => statfs_abs(p, &to),
+            None => Err(Errno::ENOENT),
+        },
         _ => Ok(kernel_statfs(&norm)),
     }
 }
 
 /// `statfs` of the filesystem holding open file `fd`.
 fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
-    let f = p.files.get(fd)?;
+    statfs_file(p.files.get(fd)?)
+}
+
+/// `statfs` of the filesystem holding open file `f`.
+fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
     Ok(match &f.backing {
         Backing::Host { fd, .. } => {
             let buf = [0u8; STATFS_SIZE];
