@@ -47,6 +47,34 @@ fn procfs_files() {
     );
 }
 
+/// /proc/self and /proc/<pid>/ of this process and of a child: stat,
+/// status, cmdline, environ, comm (the child's own after PR_SET_NAME),
+/// the exe/cwd/root links, fd/, maps, statm, limits; Z once the child
+/// exited, gone once reaped.
+#[test]
+fn proc_pid_directories() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("procpid");
+    let env = [("PROCPID_TEST", "1")];
+    let native = run_native(&prog, &["a", "b c"], &env);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "procpid: the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &["a", "b c"], &env);
+    assert_same("procpid", &native, &sandboxed);
+    for want in [
+        "child comm: kid",
+        "child stat: comm kid, state S",
+        "exited child state: Z",
+        "own comm after the child's PR_SET_NAME: procpid",
+    ] {
+        assert!(stdout(&sandboxed).contains(want), "no {want:?}: {sandboxed:?}");
+    }
+}
+
 /// sysinfo, getrusage, times and the CPU clocks (not advancing while the
 /// program sleeps), groups, saved ids, priorities, getcpu, personality,
 /// prctl, statfs/fstatfs and the sync family.
@@ -157,6 +185,33 @@ fn busybox_system_tools() {
     assert!(
         row.ends_with(" /") && row.split_whitespace().count() == 6,
         "df: {df:?}"
+    );
+
+    // ps, pidof and top find the processes of the sandbox in /proc.
+    let ps = busybox(&["sh", "-c", "ps -o pid,ppid,comm,args; echo; pidof busybox"]);
+    let mut lines = ps.lines();
+    assert_eq!(
+        lines.next().map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        Some(vec!["PID", "PPID", "COMMAND", "COMMAND"]),
+        "ps: {ps:?}"
+    );
+    let rows: Vec<Vec<&str>> = lines
+        .by_ref()
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.len() == 2 && rows[0][..4] == ["1", "0", "busybox", "/bin/busybox"],
+        "ps: {ps:?}"
+    );
+    assert_eq!(rows[1][1], "1", "ps: the ps process is pid 1's child: {ps:?}");
+    assert_eq!(lines.next(), Some("1"), "pidof busybox: {ps:?}");
+    let top = busybox(&["top", "-bn1"]);
+    assert!(
+        top.contains("Load average: 0.00 0.00 0.00 1/1 1")
+            && top.lines().any(|l| l.split_whitespace().take(2).eq(["1", "0"])
+                && l.ends_with("top -bn1")),
+        "top: {top:?}"
     );
 
     assert_eq!(busybox(&["nproc"]), "1\n");

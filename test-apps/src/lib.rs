@@ -69,6 +69,8 @@ pub const ALL: &[&str] = &[
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "procfs",
+    // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
+    "procpid",
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).
