@@ -88,6 +88,9 @@ pub const ALL: &[&str] = &[
     "sysfuzz",
     // sysinfo, getrusage and CPU clocks, groups, priorities, prctl, statfs, sync.
     "sysinfo2",
+    // mknod/mkfifo, fallocate, memfd_create, msync, affinity, pipe sizes,
+    // O_PATH, non-UTF-8 names; `container` mode: what root may not do.
+    "surface2",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",

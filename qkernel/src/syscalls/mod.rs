@@ -18,6 +18,7 @@ mod sys_proc;
 mod sys_signal;
 mod sys_socket;
 mod sys_stat;
+mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
@@ -124,6 +125,7 @@ pub static ENTRIES: &[Entry] = &[
         "runs the other runnable tasks",
     ),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
+    e(26, sys_surface::msync, Full, "file mappings are private copies"),
     e(
         28,
         sys_mm::madvise,
@@ -257,6 +259,7 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "SS_AUTODISARM ignored",
     ),
+    e(133, sys_surface::mknod, Partial, "FIFOs, regular files; devices EPERM"),
     e(
         135,
         sys_info::personality,
@@ -281,8 +284,16 @@ pub static ENTRIES: &[Entry] = &[
         "common options; others EINVAL",
     ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
+    e(
+        161,
+        sys_surface::chroot,
+        Partial,
+        "to / only; elsewhere EPERM",
+    ),
     e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
     e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
+    e(170, sys_surface::set_uts_name, Full, "EPERM: no CAP_SYS_ADMIN"),
+    e(171, sys_surface::set_uts_name, Full, "EPERM: no CAP_SYS_ADMIN"),
     e(186, sys_task::getpid, Full, "one thread per process"),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
@@ -298,6 +309,7 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "one thread: WAKE wakes nobody, WAIT can only time out",
     ),
+    e(203, sys_surface::sched_setaffinity, Full, "one vCPU"),
     e(204, sys_proc::sched_getaffinity, Full, "one vCPU"),
     e(213, sys_poll::epoll_create, Full, ""),
     e(217, sys_file::getdents64, Full, ""),
@@ -331,6 +343,7 @@ pub static ENTRIES: &[Entry] = &[
         "paths resolve inside the rootfs",
     ),
     e(258, sys_path::mkdirat, Full, ""),
+    e(259, sys_surface::mknodat, Partial, "FIFOs, regular files; devices EPERM"),
     e(260, sys_path::fchownat, Full, ""),
     e(262, sys_stat::newfstatat, Full, ""),
     e(263, sys_path::unlinkat, Full, ""),
@@ -347,6 +360,7 @@ pub static ENTRIES: &[Entry] = &[
     e(281, sys_poll::epoll_pwait, Full, ""),
     e(283, sys_poll::timerfd_create, Full, "host timerfd"),
     e(284, sys_poll::eventfd, Full, "host eventfd"),
+    e(285, sys_surface::fallocate, Full, "host fallocate"),
     e(286, sys_poll::timerfd_settime, Full, ""),
     e(287, sys_poll::timerfd_gettime, Full, ""),
     e(288, sys_socket::accept4, Full, ""),
@@ -366,6 +380,7 @@ pub static ENTRIES: &[Entry] = &[
     e(309, sys_info::getcpu, Full, "cpu 0, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
+    e(319, sys_surface::memfd_create, Partial, "host memfd; no seals"),
     e(322, sys_exec::execveat, Full, "as execve"),
     e(332, sys_stat::statx, Full, ""),
     e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),

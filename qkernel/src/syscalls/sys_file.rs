@@ -210,6 +210,9 @@ pub fn fcntl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             *flags = (*flags & !SETFL_MASK) | (a[2] as u32 & SETFL_MASK);
             Ok(0)
         }
+        super::sys_surface::F_GETPIPE_SZ | super::sys_surface::F_SETPIPE_SZ => {
+            super::sys_surface::pipe_size(&f, a[1], a[2])
+        }
         // One process: every record lock is granted.
         F_SETLK | F_SETLKW => Ok(0),
         F_GETLK => {
