@@ -17,6 +17,7 @@ mod common;
 
 use std::path::Path;
 
+use common::tmp::TempDir;
 use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, stdout};
 
 /// Runs test program `name args` natively (which must be sane: exit 0, no
@@ -73,6 +74,56 @@ fn proc_pid_directories() {
     ] {
         assert!(stdout(&sandboxed).contains(want), "no {want:?}: {sandboxed:?}");
     }
+}
+
+/// mkfifo/mknod, fallocate, memfd_create, msync, sched_setaffinity,
+/// F_GETPIPE_SZ/F_SETPIPE_SZ, chroot's lookups, O_PATH opens and names
+/// that are not UTF-8, each side in a fresh scratch directory.
+#[test]
+fn surface_calls_and_files() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("surface2");
+    let native_dir = TempDir::new("surface2");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "surface2: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("surface2");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("surface2", &native, &sandboxed);
+    for want in [
+        "memfd link: /memfd:surface (deleted)",
+        "F_SETPIPE_SZ 131072: 131072",
+        "open O_PATH: ok",
+        "readdir returns the same bytes: yes",
+    ] {
+        assert!(stdout(&sandboxed).contains(want), "no {want:?}: {sandboxed:?}");
+    }
+}
+
+/// What a container's root may not make or change: device nodes, the
+/// host and domain names, another root directory.
+#[test]
+fn container_root_may_not_mknod_sethostname_chroot() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("surface2c");
+    let out = run_sandboxed(&test_apps::path("surface2"), &["container", dir.str()], &[]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "mknod char device: EPERM\n\
+         mknod block device: EPERM\n\
+         sethostname: EPERM\n\
+         setdomainname: EPERM\n\
+         chroot /: 0\n\
+         chroot elsewhere: EPERM\n",
+        "{out:?}"
+    );
 }
 
 /// sysinfo, getrusage, times and the CPU clocks (not advancing while the

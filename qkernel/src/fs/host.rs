@@ -17,7 +17,8 @@ fn gpa_of<T>(v: &T) -> u64 {
 
 /// Opens the absolute rootfs `path`; returns the host fd.
 pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
-    let (gpa, len) = hostcall::buf(path.as_bytes());
+    let path = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&path);
     let rc = hostcall::call(
         Call::Open,
         [gpa, len, u64::from(flags), u64::from(mode), 0, 0],
@@ -39,13 +40,15 @@ pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult 
 
 /// A `Path` op on `path` with extra arguments `a3..a5`.
 pub fn path_op(op: u64, path: &str, a3: u64, a4: u64, a5: u64) -> SysResult {
-    let (gpa, len) = hostcall::buf(path.as_bytes());
+    let path = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&path);
     host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]))
 }
 
 /// A `Path` op naming a second path (rename, link, symlink).
 pub fn path_op2(op: u64, path: &str, other: &str, a5: u64) -> SysResult {
-    let (gpa, len) = hostcall::buf(other.as_bytes());
+    let other = crate::fs::path::to_bytes(other);
+    let (gpa, len) = hostcall::buf(&other);
     path_op(op, path, gpa, len, a5)
 }
 

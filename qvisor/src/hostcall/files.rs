@@ -51,10 +51,19 @@ impl HostCalls<'_> {
         let guest_nonblock = guest & libc::O_NONBLOCK != 0;
         // Status flags the guest keeps (O_NONBLOCK) or that would hand the
         // host's terminal to the guest (O_NOCTTY is implied) are dropped.
-        let flags =
-            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY;
+        let flags = if guest & libc::O_PATH != 0 {
+            // openat2 takes only these with O_PATH.
+            guest & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        } else {
+            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY
+        };
         let accmode = flags & libc::O_ACCMODE;
-        let fd = match self.root.open_at(path, flags | libc::O_NONBLOCK, mode) {
+        let nonblock = if flags & libc::O_PATH != 0 {
+            0
+        } else {
+            libc::O_NONBLOCK
+        };
+        let fd = match self.root.open_at(path, flags | nonblock, mode) {
             Ok(fd) => fd,
             // A FIFO without a reader; a socket file says ENXIO too.
             Err(libc::ENXIO) if accmode == libc::O_WRONLY && !guest_nonblock => {
