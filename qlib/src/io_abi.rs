@@ -154,6 +154,25 @@ pub mod new {
     pub const MEMFD: u64 = 7;
 }
 
+/// Most fds one `Msg` call passes with `SCM_RIGHTS`.
+pub const MSG_MAX_FDS: usize = 16;
+
+/// The `SCM_RIGHTS` fds of a `Msg` call (`args[5]` = its GPA, 0 for
+/// none). Sending: `count` fds of the sandbox. Receiving: the VMM fills
+/// `count` fds it adopted for the sandbox, each with its host status
+/// flags (`F_GETFL`) and `st_mode`, and sets `truncated` when the sender
+/// passed more than fit (the rest were closed, as with `MSG_CTRUNC`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MsgFds {
+    pub count: u32,
+    pub truncated: u32,
+    pub fds: [i32; MSG_MAX_FDS],
+    pub flags: [u32; MSG_MAX_FDS],
+    pub modes: [u32; MSG_MAX_FDS],
+}
+const _: () = assert!(core::mem::size_of::<MsgFds>() == 8 + 12 * MSG_MAX_FDS);
+
 /// A socket address as it crosses the ABI: the Linux `sockaddr` bytes and
 /// their length (in: given; out: the full length the kernel reported).
 #[repr(C)]

@@ -104,6 +104,31 @@ fn surface_calls_and_files() {
     }
 }
 
+/// SCM_RIGHTS: an open file and a pipe end passed from a parent to its
+/// child over a socketpair (the child reads from the sender's offset and
+/// answers through the pipe); cmsg shape, MSG_CTRUNC, MSG_CMSG_CLOEXEC,
+/// a bad fd, an unknown control message.
+#[test]
+fn scm_rights_fd_passing() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("scm");
+    let native_dir = TempDir::new("scm");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "scm: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("scm");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("scm", &native, &sandboxed);
+    assert!(
+        stdout(&sandboxed).contains("parent heard: child got 2 fds, read 6: secret"),
+        "{sandboxed:?}"
+    );
+}
+
 /// What a container's root may not make or change: device nodes, the
 /// host and domain names, another root directory.
 #[test]

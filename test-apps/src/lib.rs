@@ -74,6 +74,8 @@ pub const ALL: &[&str] = &[
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).
+    // SCM_RIGHTS between processes and in one.
+    "scm",
     "seccomp_probe",
     "segfault",
     // Hostile rt_sigreturn frames and stacks.

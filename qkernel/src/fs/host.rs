@@ -112,12 +112,28 @@ pub fn fd_op_buf(op: u64, fd: i32, a2: u64, a3: u64, buf: &mut [u8]) -> SysResul
 
 /// `Msg`: send or receive with guest-physical iovecs.
 pub fn msg(fd: i32, iov: &[IoVec], addr: Option<&mut SockAddr>, flags: u64) -> SysResult {
+    msg_ctl(fd, iov, addr, flags, None)
+}
+
+/// `Msg` with `SCM_RIGHTS` fds to send, or room for the ones received.
+pub fn msg_ctl(
+    fd: i32,
+    iov: &[IoVec],
+    addr: Option<&mut SockAddr>,
+    flags: u64,
+    ctl: Option<&mut qlib::io_abi::MsgFds>,
+) -> SysResult {
     let (gpa, n) = hostcall::iovecs(iov);
     let agpa = addr.as_ref().map_or(0, |a| gpa_of(&**a));
-    let rc = hostcall::call(Call::Msg, [fd as u64, gpa, n, agpa, flags, 0]);
+    let cgpa = ctl.as_ref().map_or(0, |c| gpa_of(&**c));
+    let rc = hostcall::call(Call::Msg, [fd as u64, gpa, n, agpa, flags, cgpa]);
     if let Some(a) = addr {
         // SAFETY: the VMM may have written the address in place.
         *a = unsafe { core::ptr::read_volatile(a) };
+    }
+    if let Some(c) = ctl {
+        // SAFETY: the VMM may have written the record in place.
+        *c = unsafe { core::ptr::read_volatile(c) };
     }
     host_result(rc)
 }

@@ -14,6 +14,7 @@ mod sys_mm;
 mod sys_path;
 mod sys_poll;
 mod sys_prctl;
+mod sys_scm;
 mod sys_proc;
 mod sys_signal;
 mod sys_socket;
@@ -156,8 +157,8 @@ pub static ENTRIES: &[Entry] = &[
     e(43, sys_socket::accept, Full, ""),
     e(44, sys_socket::sendto, Full, ""),
     e(45, sys_socket::recvfrom, Full, ""),
-    e(46, sys_socket::sendmsg, Partial, "no control messages"),
-    e(47, sys_socket::recvmsg, Partial, "no control messages"),
+    e(46, sys_socket::sendmsg, Partial, "SCM_RIGHTS (16 fds at most)"),
+    e(47, sys_socket::recvmsg, Partial, "SCM_RIGHTS; no SCM_CREDENTIALS"),
     e(48, sys_socket::shutdown, Full, ""),
     e(49, sys_socket::bind, Full, ""),
     e(50, sys_socket::listen, Full, ""),
