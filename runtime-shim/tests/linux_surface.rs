@@ -72,7 +72,10 @@ fn proc_pid_directories() {
         "exited child state: Z",
         "own comm after the child's PR_SET_NAME: procpid",
     ] {
-        assert!(stdout(&sandboxed).contains(want), "no {want:?}: {sandboxed:?}");
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
     }
 }
 
@@ -100,7 +103,10 @@ fn surface_calls_and_files() {
         "open O_PATH: ok",
         "readdir returns the same bytes: yes",
     ] {
-        assert!(stdout(&sandboxed).contains(want), "no {want:?}: {sandboxed:?}");
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
     }
 }
 
@@ -267,7 +273,9 @@ fn busybox_system_tools() {
     let ps = busybox(&["sh", "-c", "ps -o pid,ppid,comm,args; echo; pidof busybox"]);
     let mut lines = ps.lines();
     assert_eq!(
-        lines.next().map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        lines
+            .next()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>()),
         Some(vec!["PID", "PPID", "COMMAND", "COMMAND"]),
         "ps: {ps:?}"
     );
@@ -280,13 +288,17 @@ fn busybox_system_tools() {
         rows.len() == 2 && rows[0][..4] == ["1", "0", "busybox", "/bin/busybox"],
         "ps: {ps:?}"
     );
-    assert_eq!(rows[1][1], "1", "ps: the ps process is pid 1's child: {ps:?}");
+    assert_eq!(
+        rows[1][1], "1",
+        "ps: the ps process is pid 1's child: {ps:?}"
+    );
     assert_eq!(lines.next(), Some("1"), "pidof busybox: {ps:?}");
     let top = busybox(&["top", "-bn1"]);
     assert!(
         top.contains("Load average: 0.00 0.00 0.00 1/1 1")
-            && top.lines().any(|l| l.split_whitespace().take(2).eq(["1", "0"])
-                && l.ends_with("top -bn1")),
+            && top
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq(["1", "0"]) && l.ends_with("top -bn1")),
         "top: {top:?}"
     );
 

@@ -129,14 +129,23 @@ fn loadavg() -> String {
 pub fn tasks() -> (usize, usize, u32) {
     use crate::task::{KERNEL, State};
     let k = KERNEL.lock();
-    let live = k.tasks.values().filter(|t| !matches!(t.state, State::Zombie(_)));
+    let live = k
+        .tasks
+        .values()
+        .filter(|t| !matches!(t.state, State::Zombie(_)));
     let total = live.clone().count();
     let running = k
         .tasks
         .values()
         .filter(|t| matches!(t.state, State::Running | State::Runnable))
         .count();
-    let last = k.tasks.keys().copied().max().unwrap_or(1).max(k.next_pid.saturating_sub(1));
+    let last = k
+        .tasks
+        .keys()
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(k.next_pid.saturating_sub(1));
     (running.max(1), total.max(1), last)
 }
 

@@ -399,7 +399,12 @@ fn limits() -> String {
     };
     for &(name, res, unit) in ROWS {
         let (soft, hard) = crate::syscalls::rlimit(res).unwrap_or((u64::MAX, u64::MAX));
-        let _ = writeln!(s, "{name:<25} {:<20} {:<20} {unit:<10}", show(soft), show(hard));
+        let _ = writeln!(
+            s,
+            "{name:<25} {:<20} {:<20} {unit:<10}",
+            show(soft),
+            show(hard)
+        );
     }
     s
 }

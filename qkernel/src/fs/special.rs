@@ -11,12 +11,12 @@ use alloc::vec::Vec;
 
 use spin::Mutex;
 
-use super::{procfs, procpid};
-use crate::task;
 use super::stat::{S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, STATX_SIZE, synthetic_statx};
 use super::{Backing, File};
+use super::{procfs, procpid};
 use crate::errno::Errno;
 use crate::process::Process;
+use crate::task;
 
 /// A kernel-provided open file.
 #[derive(Debug)]
@@ -237,7 +237,11 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
 fn pid_dir_entries(p: &mut Process, pid: u32, which: &str) -> Vec<(String, u8)> {
     let mut v: Vec<(String, u8)> = alloc::vec![(".".into(), DT_DIR), ("..".into(), DT_DIR)];
     if which == "fd" {
-        v.extend(procpid::fds(p, pid).into_iter().map(|n| (n.to_string(), DT_LNK)));
+        v.extend(
+            procpid::fds(p, pid)
+                .into_iter()
+                .map(|n| (n.to_string(), DT_LNK)),
+        );
     } else {
         v.push(("fd".into(), DT_DIR));
         v.extend(procpid::PID_FILES.iter().map(|f| (f.to_string(), DT_REG)));
@@ -245,7 +249,6 @@ fn pid_dir_entries(p: &mut Process, pid: u32, which: &str) -> Vec<(String, u8)> 
     }
     v
 }
-
 
 /// Opens a kernel node (not `Host`, `Missing`, or the links, which the
 /// caller resolves).
@@ -257,12 +260,8 @@ pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<
         Node::Device(..) => Special::Random,
         Node::Text(which) => Special::Text(procfs::text(which).into_bytes(), Mutex::new(0)),
         Node::Dir(which) => Special::Dir(dir_entries(which), Mutex::new(0)),
-        Node::PidText(pid, which) => {
-            Special::Text(procpid::text(p, *pid, which), Mutex::new(0))
-        }
-        Node::PidDir(pid, which) => {
-            Special::Dir(pid_dir_entries(p, *pid, which), Mutex::new(0))
-        }
+        Node::PidText(pid, which) => Special::Text(procpid::text(p, *pid, which), Mutex::new(0)),
+        Node::PidDir(pid, which) => Special::Dir(pid_dir_entries(p, *pid, which), Mutex::new(0)),
         _ => return Err(Errno::ENOENT),
     };
     if matches!(special, Special::Text(..) | Special::Dir(..))
@@ -280,9 +279,10 @@ pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<
 /// statx of a kernel node that is not a link.
 pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
     let ids = match node {
-        Node::PidText(pid, _) | Node::PidDir(pid, _) | Node::FdLink(pid, _) | Node::Link(pid, _) => {
-            procpid::owner(p, *pid)
-        }
+        Node::PidText(pid, _)
+        | Node::PidDir(pid, _)
+        | Node::FdLink(pid, _)
+        | Node::Link(pid, _) => procpid::owner(p, *pid),
         _ => p.ids,
     };
     Ok(match node {
@@ -299,9 +299,13 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
             let i = procpid::PID_FILES.iter().position(|x| x == f).unwrap_or(0) as u64;
             synthetic_statx(S_IFREG | 0o444, 0, (0, 0), pid_ino(*pid, 2 + i), ids)
         }
-        Node::PidDir(pid, f) => {
-            synthetic_statx(S_IFDIR | 0o555, 0, (0, 0), pid_ino(*pid, u64::from(!f.is_empty())), ids)
-        }
+        Node::PidDir(pid, f) => synthetic_statx(
+            S_IFDIR | 0o555,
+            0,
+            (0, 0),
+            pid_ino(*pid, u64::from(!f.is_empty())),
+            ids,
+        ),
         Node::FdLink(pid, fd) => {
             synthetic_statx(S_IFLNK | 0o700, 0, (0, 0), pid_ino(*pid, 0x100 + fd), ids)
         }

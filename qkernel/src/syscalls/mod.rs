@@ -14,8 +14,8 @@ mod sys_mm;
 mod sys_path;
 mod sys_poll;
 mod sys_prctl;
-mod sys_scm;
 mod sys_proc;
+mod sys_scm;
 mod sys_signal;
 mod sys_socket;
 mod sys_stat;
@@ -126,7 +126,12 @@ pub static ENTRIES: &[Entry] = &[
         "runs the other runnable tasks",
     ),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
-    e(26, sys_surface::msync, Full, "file mappings are private copies"),
+    e(
+        26,
+        sys_surface::msync,
+        Full,
+        "file mappings are private copies",
+    ),
     e(
         28,
         sys_mm::madvise,
@@ -157,8 +162,18 @@ pub static ENTRIES: &[Entry] = &[
     e(43, sys_socket::accept, Full, ""),
     e(44, sys_socket::sendto, Full, ""),
     e(45, sys_socket::recvfrom, Full, ""),
-    e(46, sys_socket::sendmsg, Partial, "SCM_RIGHTS (16 fds at most)"),
-    e(47, sys_socket::recvmsg, Partial, "SCM_RIGHTS; no SCM_CREDENTIALS"),
+    e(
+        46,
+        sys_socket::sendmsg,
+        Partial,
+        "SCM_RIGHTS (16 fds at most)",
+    ),
+    e(
+        47,
+        sys_socket::recvmsg,
+        Partial,
+        "SCM_RIGHTS; no SCM_CREDENTIALS",
+    ),
     e(48, sys_socket::shutdown, Full, ""),
     e(49, sys_socket::bind, Full, ""),
     e(50, sys_socket::listen, Full, ""),
@@ -260,7 +275,12 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "SS_AUTODISARM ignored",
     ),
-    e(133, sys_surface::mknod, Partial, "FIFOs, regular files; devices EPERM"),
+    e(
+        133,
+        sys_surface::mknod,
+        Partial,
+        "FIFOs, regular files; devices EPERM",
+    ),
     e(
         135,
         sys_info::personality,
@@ -293,8 +313,18 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
     e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
-    e(170, sys_surface::set_uts_name, Full, "EPERM: no CAP_SYS_ADMIN"),
-    e(171, sys_surface::set_uts_name, Full, "EPERM: no CAP_SYS_ADMIN"),
+    e(
+        170,
+        sys_surface::set_uts_name,
+        Full,
+        "EPERM: no CAP_SYS_ADMIN",
+    ),
+    e(
+        171,
+        sys_surface::set_uts_name,
+        Full,
+        "EPERM: no CAP_SYS_ADMIN",
+    ),
     e(186, sys_task::getpid, Full, "one thread per process"),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
@@ -344,7 +374,12 @@ pub static ENTRIES: &[Entry] = &[
         "paths resolve inside the rootfs",
     ),
     e(258, sys_path::mkdirat, Full, ""),
-    e(259, sys_surface::mknodat, Partial, "FIFOs, regular files; devices EPERM"),
+    e(
+        259,
+        sys_surface::mknodat,
+        Partial,
+        "FIFOs, regular files; devices EPERM",
+    ),
     e(260, sys_path::fchownat, Full, ""),
     e(262, sys_stat::newfstatat, Full, ""),
     e(263, sys_path::unlinkat, Full, ""),
@@ -381,7 +416,12 @@ pub static ENTRIES: &[Entry] = &[
     e(309, sys_info::getcpu, Full, "cpu 0, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
-    e(319, sys_surface::memfd_create, Partial, "host memfd; no seals"),
+    e(
+        319,
+        sys_surface::memfd_create,
+        Partial,
+        "host memfd; no seals",
+    ),
     e(322, sys_exec::execveat, Full, "as execve"),
     e(332, sys_stat::statx, Full, ""),
     e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),

@@ -25,7 +25,6 @@ const PR_GET_CHILD_SUBREAPER: u64 = 37;
 const PR_SET_NO_NEW_PRIVS: u64 = 38;
 const PR_GET_NO_NEW_PRIVS: u64 = 39;
 
-
 /// `prctl(option, arg2, arg3, arg4, arg5)`.
 pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let unused = |from: usize| a[from..5].iter().all(|&v| v == 0);

@@ -40,8 +40,10 @@ const IN_FLIGHT_MAX: usize = 64;
 const S_IFSOCK: u32 = 0o140000;
 const S_IFIFO: u32 = 0o010000;
 
-/// Files sent and not yet received: (host device and inode, file).
-static IN_FLIGHT: Mutex<Vec<((u64, u64), Arc<File>)>> = Mutex::new(Vec::new());
+/// A file sent and not yet received: (host device and inode, file).
+type InFlight = ((u64, u64), Arc<File>);
+
+static IN_FLIGHT: Mutex<Vec<InFlight>> = Mutex::new(Vec::new());
 
 fn identity(sx: &[u8; STATX_SIZE]) -> (u64, u64) {
     let u64_at = |o: usize| {

@@ -416,10 +416,11 @@ impl HostCalls<'_> {
             fdop::FSTATFS => self.statfs_into(fd, a[2]),
             // SAFETY: `fd` is a valid fd of ours.
             fdop::SYNCFS => ret(unsafe { libc::syncfs(fd) } as i64),
-            // SAFETY: `fd` is a valid fd of ours; the rest are integers.
-            fdop::FALLOCATE => ret(unsafe {
-                libc::fallocate(fd, a[2] as i32, a[3] as i64, a[4] as i64)
-            } as i64),
+            fdop::FALLOCATE => {
+                // SAFETY: `fd` is a valid fd of ours; the rest are integers.
+                let rc = unsafe { libc::fallocate(fd, a[2] as i32, a[3] as i64, a[4] as i64) };
+                ret(rc as i64)
+            }
             fdop::PIPE_SZ => {
                 // SAFETY: `fd` is a valid fd of ours; the rest are integers.
                 ret(unsafe {

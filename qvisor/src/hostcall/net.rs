@@ -438,10 +438,11 @@ impl HostCalls<'_> {
                 };
                 one(self, fd as i64)
             }
-            // SAFETY: a NUL-terminated name and integer flags.
-            new::MEMFD => one(self, unsafe {
-                libc::memfd_create(c"qrun-memfd".as_ptr(), libc::MFD_CLOEXEC)
-            } as i64),
+            new::MEMFD => {
+                // SAFETY: a NUL-terminated name and integer flags.
+                let fd = unsafe { libc::memfd_create(c"qrun-memfd".as_ptr(), libc::MFD_CLOEXEC) };
+                one(self, fd as i64)
+            }
             // SAFETY: integer argument only.
             new::EPOLL => one(self, unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }
                 as i64),
