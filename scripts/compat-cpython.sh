@@ -65,7 +65,7 @@ run_native() {
 	local m=$1 dir="$work/native-$1"
 	mkdir -p "$dir"
 	(cd "$dir" && timeout -k 10 "$timeout_s" env -i "${env_vars[@]}" TMPDIR="$dir" \
-		"$python" -m test -q "$m") >"$work/logs/$m.native.log" 2>&1 && echo 0 || echo $?
+		"$python" -m test -q "$m") >"$work/logs/$m.native.log" 2>&1 </dev/null && echo 0 || echo $?
 }
 
 run_sandbox() {
@@ -80,7 +80,8 @@ run_sandbox() {
 
 rows=()
 n=0 native_pass=0 sandbox_pass=0 sandbox_clean=0 both=0 regressions=()
-while read -r m _; do
+# The list is read on fd 3: the runs must not eat it from stdin.
+while read -r m _ <&3; do
 	case "$m" in '' | '#'*) continue ;; esac
 	n=$((n + 1))
 	nv=- sv=- nt=- st=-
@@ -105,7 +106,7 @@ while read -r m _; do
 	[ "$np" = 1 ] && [ "$sp" = 0 ] && [ "$sv" != - ] && regressions+=("$m")
 	rows+=("| $m | $nv | $sv | $nt | $st |")
 	echo "compat: $m native $nv (${nt}s) sandbox $sv (${st}s)" >&2
-done <"$list"
+done 3<"$list"
 
 mkdir -p "$(dirname "$out")"
 {
