@@ -340,10 +340,16 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
     s
 }
 
+/// Longest `maps` text (the kernel heap is small; Linux has no limit).
+const MAPS_MAX: usize = 512 << 10;
+
 fn maps(p: &mut Process) -> String {
     let mut s = String::new();
     let vmas: Vec<_> = p.mm.vmas.iter_range(0, u64::MAX).copied().collect();
     for v in vmas {
+        if s.len() >= MAPS_MAX {
+            break;
+        }
         let perm = |bit: u32, c: char| if v.prot & bit != 0 { c } else { '-' };
         let name = match v.kind {
             VmaKind::Heap => "[heap]",
