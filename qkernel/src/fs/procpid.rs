@@ -103,6 +103,16 @@ pub fn owner(cur: &mut Process, pid: u32) -> [u32; 4] {
     with_proc(cur, pid, |_, p| p.map_or(fallback, |p| p.ids)).unwrap_or(fallback)
 }
 
+/// Whether the running process may look into task `pid`'s private
+/// entries (`environ`, `fd/`, the links), as Linux's ptrace access check
+/// for a process without `CAP_SYS_PTRACE` (a container's root lacks it):
+/// its effective uid must be the target's real and effective uid.
+pub fn may_access(cur: &mut Process, pid: u32) -> bool {
+    let me = cur.ids[1];
+    let target = owner(cur, pid);
+    pid == task::current_pid() || target[0] == me && target[1] == me
+}
+
 /// The open fds of task `pid`.
 pub fn fds(cur: &mut Process, pid: u32) -> Vec<usize> {
     with_proc(cur, pid, |_, p| {
@@ -113,6 +123,9 @@ pub fn fds(cur: &mut Process, pid: u32) -> Vec<usize> {
 
 /// The target of link `which` (`exe`, `cwd`, `root`) of task `pid`.
 pub fn link(cur: &mut Process, pid: u32, which: &str) -> Option<String> {
+    if !may_access(cur, pid) {
+        return None;
+    }
     with_proc(cur, pid, |_, p| {
         let p = p?;
         Some(match which {

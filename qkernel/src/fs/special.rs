@@ -82,6 +82,9 @@ pub enum Target {
 
 /// The open file at fd `fd` of task `pid`.
 fn task_file(p: &mut Process, pid: u32, fd: u64) -> Option<Arc<File>> {
+    if !procpid::may_access(p, pid) {
+        return None;
+    }
     procpid::with_proc(p, pid, |_, q| q.and_then(|q| q.files.get(fd).ok().cloned())).flatten()
 }
 
@@ -253,6 +256,11 @@ fn pid_dir_entries(p: &mut Process, pid: u32, which: &str) -> Vec<(String, u8)> 
 /// Opens a kernel node (not `Host`, `Missing`, or the links, which the
 /// caller resolves).
 pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<File>, Errno> {
+    if let Node::PidText(pid, "environ") | Node::PidDir(pid, "fd") = *node
+        && !procpid::may_access(p, pid)
+    {
+        return Err(Errno::EACCES);
+    }
     let special = match node {
         Node::Device("null", ..) => Special::Null,
         Node::Device("zero", ..) => Special::Zero,
@@ -297,10 +305,11 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         Node::Dir(_) => synthetic_statx(S_IFDIR | 0o555, 0, (0, 0), 0x300, ids),
         Node::PidText(pid, f) => {
             let i = procpid::PID_FILES.iter().position(|x| x == f).unwrap_or(0) as u64;
-            synthetic_statx(S_IFREG | 0o444, 0, (0, 0), pid_ino(*pid, 2 + i), ids)
+            let mode = if *f == "environ" { 0o400 } else { 0o444 };
+            synthetic_statx(S_IFREG | mode, 0, (0, 0), pid_ino(*pid, 2 + i), ids)
         }
         Node::PidDir(pid, f) => synthetic_statx(
-            S_IFDIR | 0o555,
+            S_IFDIR | if f.is_empty() { 0o555 } else { 0o500 },
             0,
             (0, 0),
             pid_ino(*pid, u64::from(!f.is_empty())),
