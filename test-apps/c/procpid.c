@@ -100,6 +100,9 @@ static void self_files(int argc, char **argv)
 	expect_line("stat /proc/self is a directory", stat("/proc/self", &st) == 0 && S_ISDIR(st.st_mode), 1);
 	expect_line("/proc/<pid> owned by the uid", stat("/proc/self", &st) == 0 && st.st_uid == getuid(), 1);
 	expect_line("/proc lists the pid", listed("/proc", want), 1);
+	expect_line("/proc/self/task lists the pid (one thread)", listed("/proc/self/task", want), 1);
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)me);
+	expect_line("task/<tid>/stat starts with the tid", slurp(path) > 0 && atol(buf) == me, 1);
 
 	char comm[64], state;
 	long ppid;

@@ -2,7 +2,8 @@
 //! in the task table, and `/proc/self` (a link to the running task's).
 //! Each holds `stat`, `statm`, `status`, `cmdline`, `comm`, `environ`,
 //! `maps`, `limits`, `mounts`, `mountinfo`, the links `exe`, `cwd` and
-//! `root`, and `fd/` (a link per open fd). The text is generated at open
+//! `root`, `fd/` (a link per open fd) and `task/<pid>/` (one thread per
+//! process). The text is generated at open
 //! time from the task table and the process's own state (the running one
 //! in `process::PROCESS`, the others in their `Task`); it names only
 //! rootfs paths and sandbox pids. A zombie keeps its directory (its

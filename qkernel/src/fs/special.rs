@@ -167,6 +167,36 @@ pub fn lookup(path: &str) -> Node {
     Node::Host
 }
 
+/// Classifies `rest` under `/proc/<pid>/`; with `top`, also `task/` and
+/// `task/<tid>/...` (one thread per process: the tid is the pid).
+fn pid_entry(pid: u32, rest: &str, top: bool) -> Node {
+    match rest {
+        "" if top => Node::PidDir(pid, ""),
+        // `task/<tid>/`: as the process's directory, without `task`.
+        "" => Node::PidDir(pid, "thread"),
+        "fd" => Node::PidDir(pid, "fd"),
+        "task" if top => Node::PidDir(pid, "task"),
+        _ => {
+            if let Some(n) = rest.strip_prefix("fd/") {
+                n.parse().map_or(Node::Missing, |n| Node::FdLink(pid, n))
+            } else if let Some(t) = rest.strip_prefix("task/").filter(|_| top) {
+                let (tid, sub) = t.split_once('/').unwrap_or((t, ""));
+                if tid == pid.to_string() {
+                    pid_entry(pid, sub, false)
+                } else {
+                    Node::Missing
+                }
+            } else if let Some(f) = procpid::PID_FILES.iter().find(|f| **f == rest) {
+                Node::PidText(pid, f)
+            } else if let Some(l) = procpid::PID_LINKS.iter().find(|l| **l == rest) {
+                Node::Link(pid, l)
+            } else {
+                Node::Missing
+            }
+        }
+    }
+}
+
 /// Classifies a path under `/proc/` (without the leading `/proc/`).
 fn proc_lookup(r: &str) -> Node {
     if r.is_empty() {
@@ -184,21 +214,7 @@ fn proc_lookup(r: &str) -> Node {
             .filter(|n| n.to_string() == first && procpid::exists(*n)),
     };
     if let Some(pid) = pid {
-        return match rest {
-            "" => Node::PidDir(pid, ""),
-            "fd" => Node::PidDir(pid, "fd"),
-            _ => {
-                if let Some(n) = rest.strip_prefix("fd/") {
-                    n.parse().map_or(Node::Missing, |n| Node::FdLink(pid, n))
-                } else if let Some(f) = procpid::PID_FILES.iter().find(|f| **f == rest) {
-                    Node::PidText(pid, f)
-                } else if let Some(l) = procpid::PID_LINKS.iter().find(|l| **l == rest) {
-                    Node::Link(pid, l)
-                } else {
-                    Node::Missing
-                }
-            }
-        };
+        return pid_entry(pid, rest, true);
     }
     if let Some(f) = procfs::PROC_FILES.iter().find(|f| **f == r) {
         return Node::Text(f);
@@ -245,8 +261,13 @@ fn pid_dir_entries(p: &mut Process, pid: u32, which: &str) -> Vec<(String, u8)> 
                 .into_iter()
                 .map(|n| (n.to_string(), DT_LNK)),
         );
+    } else if which == "task" {
+        v.push((pid.to_string(), DT_DIR));
     } else {
         v.push(("fd".into(), DT_DIR));
+        if which.is_empty() {
+            v.push(("task".into(), DT_DIR));
+        }
         v.extend(procpid::PID_FILES.iter().map(|f| (f.to_string(), DT_REG)));
         v.extend(procpid::PID_LINKS.iter().map(|f| (f.to_string(), DT_LNK)));
     }
@@ -309,10 +330,16 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
             synthetic_statx(S_IFREG | mode, 0, (0, 0), pid_ino(*pid, 2 + i), ids)
         }
         Node::PidDir(pid, f) => synthetic_statx(
-            S_IFDIR | if f.is_empty() { 0o555 } else { 0o500 },
+            S_IFDIR | if *f == "fd" { 0o500 } else { 0o555 },
             0,
             (0, 0),
-            pid_ino(*pid, u64::from(!f.is_empty())),
+            pid_ino(
+                *pid,
+                ["", "fd", "task", "thread"]
+                    .iter()
+                    .position(|x| x == f)
+                    .unwrap_or(0) as u64,
+            ),
             ids,
         ),
         Node::FdLink(pid, fd) => {
