@@ -3,12 +3,12 @@
 //! Each holds `stat`, `statm`, `status`, `cmdline`, `comm`, `environ`,
 //! `maps`, `limits`, `mounts`, `mountinfo`, the links `exe`, `cwd` and
 //! `root`, `fd/` (a link per open fd) and `task/<pid>/` (one thread per
-//! process). The text is generated at open
-//! time from the task table and the process's own state (the running one
-//! in `process::PROCESS`, the others in their `Task`); it names only
-//! rootfs paths and sandbox pids. A zombie keeps its directory (its
-//! `stat` says `Z`) but has no process state left: its name, command
-//! line and memory are empty.
+//! process). The text is generated at open time from the task table and
+//! the process's own state (the running one in `process::PROCESS`, the
+//! others in their `Task`); it names only rootfs paths and sandbox pids.
+//! Another uid's `environ`, `fd/` and links are refused ([`may_access`]).
+//! A zombie keeps its directory (its `stat` says `Z`) but has no process
+//! state left: its name, command line and memory are empty.
 
 use alloc::format;
 use alloc::string::{String, ToString};
