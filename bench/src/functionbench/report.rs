@@ -52,6 +52,22 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     ("reap_swap_faults", "", "swap faults of the REAP wake"),
     ("reap_read_mib", "MiB", "bytes read back by the REAP wake"),
+    (
+        "ckpt_ms",
+        "ms",
+        "gVisor: `runsc checkpoint --image-path`, wall time",
+    ),
+    ("ckpt_image_mib", "MiB", "gVisor: checkpoint image on disk"),
+    (
+        "restore_first_ms",
+        "ms",
+        "gVisor: `runsc restore` to the first response",
+    ),
+    (
+        "restored_warm_ms",
+        "ms",
+        "gVisor: median request latency after the restore",
+    ),
 ];
 
 /// How one workload fared under one runtime.
@@ -228,6 +244,9 @@ const COLUMNS: &[(&str, &str)] = &[
     ("pss_hibernated_mib", "PSS hib"),
     ("pss_woken_mib", "PSS woken"),
     ("cpu_hibernated_ms_per_s", "CPU hib"),
+    ("ckpt_ms", "ckpt ms"),
+    ("ckpt_image_mib", "ckpt MiB"),
+    ("restore_first_ms", "restore 1st ms"),
 ];
 
 /// The terminal table: one row per workload and runtime, medians, then
@@ -341,6 +360,11 @@ pub fn markdown(
     charts: &[String],
 ) -> String {
     let mut s = format!("# {title}\n\n{preamble}\n\n");
+    s.push_str("## Summary\n\n");
+    s.push_str(&summary_table(results));
+    s.push('\n');
+    s.push_str(&status_table(results));
+    s.push('\n');
     s.push_str(&target_summary(results));
     s.push_str("\n## Medians\n\n");
     s.push_str("| workload | runtime | status |");
@@ -360,7 +384,7 @@ pub fn markdown(
         }
     }
     s.push_str("\nPSS in MiB; `CPU hib` is ms of CPU per second while hibernated. ");
-    s.push_str("`-`: not measured (runc has no hibernation; a failed run stops at its error).\n");
+    s.push_str("`-`: not measured (runc has no hibernation, qrun and runc no checkpoint; a failed run stops at its error).\n");
     s.push_str("\n## Targets (issue 19)\n\n| workload | target | value | limit | verdict |\n|---|---|---:|---:|---|\n");
     for w in results {
         for t in targets(w) {
@@ -403,6 +427,82 @@ pub fn markdown(
     s
 }
 
+/// The runtimes in the order they were run.
+fn runtime_names(results: &[WorkloadResult]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in results.iter().flat_map(|w| &w.runtimes) {
+        if !names.contains(&r.runtime.as_str()) {
+            names.push(&r.runtime);
+        }
+    }
+    names
+}
+
+/// Every workload's status under every runtime, with the reason of each
+/// one that did not pass.
+pub fn status_table(results: &[WorkloadResult]) -> String {
+    let names = runtime_names(results);
+    let mut s = String::from("| workload |");
+    for n in &names {
+        let _ = write!(s, " {n} |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(names.len()));
+    s.push('\n');
+    for w in results {
+        let _ = write!(s, "| {} |", w.name);
+        for n in &names {
+            let cell = match w.runtime(n).map(|r| &r.outcome) {
+                None => "-".to_owned(),
+                Some(Outcome::Ok) => "pass".to_owned(),
+                Some(o) => format!("{}: `{}`", o.label(), o.reason().replace('|', "\\|")),
+            };
+            let _ = write!(s, " {cell} |");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The short table (for the README): per workload, the medians that
+/// compare the runtimes, `-` where a runtime did not measure it.
+pub fn summary_table(results: &[WorkloadResult]) -> String {
+    let cols: &[(&str, &str, &str)] = &[
+        ("cold ms qrun", "qrun", "cold_ms"),
+        ("runc", "runc", "cold_ms"),
+        ("gVisor", "runsc", "cold_ms"),
+        ("warm ms qrun", "qrun", "warm_ms"),
+        ("runc", "runc", "warm_ms"),
+        ("gVisor", "runsc", "warm_ms"),
+        ("1st after hib. (REAP) qrun", "qrun", "reap_first_ms"),
+        ("restore+1st gVisor", "runsc", "restore_first_ms"),
+        ("PSS MiB warm qrun", "qrun", "pss_warm_mib"),
+        ("runc", "runc", "pss_warm_mib"),
+        ("gVisor", "runsc", "pss_warm_mib"),
+        ("hibernated qrun", "qrun", "pss_hibernated_mib"),
+    ];
+    let mut s = String::from("| workload |");
+    for (h, _, _) in cols {
+        let _ = write!(s, " {h} |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---:|".repeat(cols.len()));
+    s.push('\n');
+    for w in results {
+        let _ = write!(s, "| {} |", w.name);
+        for (_, rt, k) in cols {
+            let c = match w.runtime(rt) {
+                Some(r) if r.outcome == Outcome::Ok => cell(r, k),
+                Some(r) if matches!(r.outcome, Outcome::Failed(_)) => "fail".to_owned(),
+                _ => "-".to_owned(),
+            };
+            let _ = write!(s, " {c} |");
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// Per target: how many workloads pass, miss, or have no verdict.
 pub fn target_summary(results: &[WorkloadResult]) -> String {
     let all: Vec<Target> = results.iter().flat_map(targets).collect();
@@ -435,11 +535,14 @@ pub fn target_summary(results: &[WorkloadResult]) -> String {
 
 /// The line of a failed program's output that says why: the exception line
 /// of a Python traceback (its last `Name: message` line), else the first
-/// line naming an error, else the last non-empty line.
+/// line saying something failed (Go's runtime, Node's assertions, the JVM's
+/// `fatal error: X failed`), else the first line naming an error, else the
+/// last non-empty line. Leading `#` (the JVM's crash banner) is dropped and
+/// headings (lines ending in `:`) are skipped.
 pub fn first_error_line(text: &str) -> Option<String> {
     let lines: Vec<&str> = text
         .lines()
-        .map(str::trim)
+        .map(|l| l.trim().trim_start_matches('#').trim())
         .filter(|l| !l.is_empty())
         .collect();
     if let Some(pos) = lines
@@ -449,9 +552,13 @@ pub fn first_error_line(text: &str) -> Option<String> {
     {
         return Some((*l).to_owned());
     }
-    lines
-        .iter()
-        .find(|l| l.to_ascii_lowercase().contains("error"))
+    let with = |word: &str| {
+        lines
+            .iter()
+            .find(|l| !l.ends_with(':') && l.to_ascii_lowercase().contains(word))
+    };
+    with("failed")
+        .or_else(|| with("error"))
         .or(lines.last())
         .map(|l| (*l).to_owned())
 }
@@ -596,6 +703,13 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| runsc | missing |"), "{md}");
+        // The status table: one row per workload, a reason per runtime.
+        assert!(
+            md.contains("| numpy|x | FAILED: `OSError: [Errno 38] Function not implemented` | missing: `runsc is not on PATH` |"),
+            "{md}"
+        );
+        // The summary marks the failure, not a number from a partial run.
+        assert!(md.contains("| numpy|x | fail |"), "{md}");
         let table = table(&w);
         assert!(table.contains("runsc is not on PATH"), "{table}");
         let j = to_json(&w, json!({}));
@@ -635,6 +749,18 @@ mod tests {
             Some("qrun: error: mmap failed")
         );
         assert_eq!(first_error_line("a\nb\n").as_deref(), Some("b"));
+        // Go's runtime without threads: the line with the errno, not the
+        // `fatal error:` that follows it.
+        assert_eq!(
+            first_error_line("runtime: failed to create new OS thread (have 2 already; errno=38)\nfatal error: newosproc\n").as_deref(),
+            Some("runtime: failed to create new OS thread (have 2 already; errno=38)")
+        );
+        // The JVM's crash banner: past its heading, to the failing call.
+        let jvm = "#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n#  Internal Error (os_linux.cpp:5440), pid=1, tid=1\n#  fatal error: pthread_getattr_np failed with error = 2\n";
+        assert_eq!(
+            first_error_line(jvm).as_deref(),
+            Some("fatal error: pthread_getattr_np failed with error = 2")
+        );
         assert_eq!(first_error_line("\n \n"), None);
     }
 
