@@ -35,7 +35,7 @@ def status(doc, workload, runtime):
 
 
 def bars(doc, series, ylabel, title, path, log):
-    workloads = [w for w in doc["workloads"] if any(
+    workloads = [w for w in doc.get("order", doc["workloads"]) if any(
         median(doc, w, rt, m) is not None or status(doc, w, rt) == "FAILED"
         for _, rt, m in series)]
     if not workloads:

@@ -1,18 +1,22 @@
 //! FunctionBench (issue 19): real serverless functions as OCI containers
-//! under qrun and runc (and gVisor's `runsc` when it is on PATH), side by
-//! side. `bench functionbench [--quick] [--out-dir DIR] [--qrun PATH]
-//! [--only W1,W2]`; `make functionbench` / `make functionbench-quick`.
+//! under qrun, runc and gVisor's `runsc`, side by side. `bench
+//! functionbench [--quick] [--instances N] [--out-dir DIR] [--qrun PATH]
+//! [--runsc PATH] [--only W1,W2]`; `make functionbench` /
+//! `make functionbench-quick`.
 //!
 //! The image is built once by `scripts/functionbench-image.sh` (a Debian
-//! bookworm rootfs with python3 and the workloads' libraries, cached); each
-//! workload is a Python HTTP function from `functionbench/` (the image
-//! read-only as `root.path`, the scripts bound at `/functionbench`). Per
-//! workload and runtime, N instances (10; 3 with `--quick`) run side by
-//! side, measured as in [`crate::hibernate`] but through the OCI commands:
-//! cold start, warm latency, and for qrun two hibernations with `qrun kill
-//! ID SIGSTOP` (the first woken page by page, the second by REAP), hibernate
-//! time, PSS warm / hibernated / woken, CPU while hibernated, swap faults
-//! and bytes read per wake ([`container`], [`report`]).
+//! bookworm rootfs with python3 and the workloads' libraries, Node.js, a
+//! JRE and the Go and Java hello servers, cached), `runsc` once by
+//! `scripts/runsc.sh` (from its Go module, CGO_ENABLED=0, cached); each
+//! workload is an HTTP function from `functionbench/` (the image read-only
+//! as `root.path`, the scripts bound at `/functionbench`). Per workload and
+//! runtime, N instances (10; 3 with `--quick`) run side by side, measured
+//! as in [`crate::hibernate`] but through the OCI commands: cold start,
+//! warm latency, and for qrun two hibernations with `qrun kill ID SIGSTOP`
+//! (the first woken page by page, the second by REAP), hibernate time, PSS
+//! warm / hibernated / woken, CPU while hibernated, swap faults and bytes
+//! read per wake; for gVisor `runsc checkpoint` and `runsc restore` with
+//! its first request instead ([`container`], [`report`]).
 //!
 //! A workload that fails under a runtime is reported with its first error
 //! line and the run goes on; a runtime or image part that is missing is

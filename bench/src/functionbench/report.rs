@@ -348,7 +348,9 @@ pub fn to_json(results: &[WorkloadResult], settings: Json) -> Json {
             json!({ "runtimes": rts, "targets": targets }),
         );
     }
-    json!({ "settings": settings, "workloads": workloads })
+    // The workloads' run order (the map's keys come out sorted).
+    let order: Vec<&str> = results.iter().map(|w| w.name.as_str()).collect();
+    json!({ "settings": settings, "order": order, "workloads": workloads })
 }
 
 /// The markdown report: how it was run, the table of medians, the
@@ -722,6 +724,7 @@ mod tests {
             500.0
         );
         assert!(j["workloads"]["numpy|x"]["runtimes"]["runsc"]["metrics"]["cold_ms"].is_null());
+        assert_eq!(j["order"], json!(["numpy|x"]));
         // The qrun-only workload: PSS and latency against runc are n/a.
         assert!(
             md.contains("| qrun warm / runc warm latency | 1.2 | 0 | 0 | 1 |"),
