@@ -495,8 +495,13 @@ fn leftovers(rt: &Runtime) {
     }
 }
 
-/// The first line of `BIN --version` (runsc's names its build).
+/// What runsc this is: the module version `scripts/runsc.sh` stamped
+/// beside it (a build from the module proxy reports no version of its
+/// own), else the first line of `BIN --version`.
 fn version(bin: &Path) -> String {
+    if let Ok(v) = std::fs::read_to_string(bin.with_file_name("runsc.stamp")) {
+        return format!("gvisor.dev/gvisor {}", v.trim());
+    }
     Command::new(bin)
         .arg("--version")
         .stdin(Stdio::null())
@@ -751,8 +756,9 @@ fn write_outputs(
     };
     let runsc = info.runsc_version.as_deref().map_or(String::new(), |v| {
         format!(
-            " gVisor: `runsc` ({v}) built by `scripts/runsc.sh` from its Go module with CGO_ENABLED=0, \
-             default platform (systrap), `--network=host`."
+            " gVisor: `runsc` ({v}), built by `scripts/runsc.sh` from its Go module with \
+             CGO_ENABLED=0, default platform (systrap), `--network=host` (the loopback port is the \
+             host's, as for runc and qrun)."
         )
     });
     let preamble = format!(

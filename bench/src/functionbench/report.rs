@@ -184,7 +184,14 @@ pub fn targets(w: &WorkloadResult) -> Vec<Target> {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
     };
-    let missing = |v: Option<f64>| v.is_none().then(|| "not measured".to_owned());
+    let failed = |r: Option<&RuntimeResult>| {
+        r.filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+            .map(|r| format!("{} failed", r.runtime))
+    };
+    let why_none = failed(q)
+        .or_else(|| failed(runc))
+        .unwrap_or_else(|| "not measured".to_owned());
+    let missing = |v: Option<f64>| v.is_none().then(|| why_none.clone());
     let cold = m(q, "cold_ms");
     let reap = ratio(m(q, "reap_first_ms"), cold);
     let reap_note = match cold {
@@ -364,7 +371,10 @@ pub fn markdown(
     let mut s = format!("# {title}\n\n{preamble}\n\n");
     s.push_str("## Summary\n\n");
     s.push_str(&summary_table(results));
-    s.push('\n');
+    s.push_str(
+        "\nMedians; `fail`: the runtime failed the workload (below, its first error line).\n\n",
+    );
+    s.push_str("## Status per runtime\n\n");
     s.push_str(&status_table(results));
     s.push('\n');
     s.push_str(&target_summary(results));
@@ -416,10 +426,10 @@ pub fn markdown(
     if !problems.is_empty() {
         s.push_str("\n## Not measured\n\n| workload | runtime | status | first error line / reason |\n|---|---|---|---|\n");
         for (w, r) in problems {
-            let reason = r.outcome.reason().replace('|', "\\|");
+            let reason = code(r.outcome.reason());
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | `{reason}` |",
+                "| {} | {} | {} | {reason} |",
                 w.name,
                 r.runtime,
                 r.outcome.label()
@@ -427,6 +437,17 @@ pub fn markdown(
         }
     }
     s
+}
+
+/// `text` as a markdown code span inside a table cell: pipes escaped, and
+/// fenced with two backticks when it holds one (Node's assertion messages).
+fn code(text: &str) -> String {
+    let t = text.replace('|', "\\|");
+    if t.contains('`') {
+        format!("`` {t} ``")
+    } else {
+        format!("`{t}`")
+    }
 }
 
 /// The runtimes in the order they were run.
@@ -457,7 +478,7 @@ pub fn status_table(results: &[WorkloadResult]) -> String {
             let cell = match w.runtime(n).map(|r| &r.outcome) {
                 None => "-".to_owned(),
                 Some(Outcome::Ok) => "pass".to_owned(),
-                Some(o) => format!("{}: `{}`", o.label(), o.reason().replace('|', "\\|")),
+                Some(o) => format!("{}: {}", o.label(), code(o.reason())),
             };
             let _ = write!(s, " {cell} |");
         }
@@ -725,6 +746,29 @@ mod tests {
         );
         assert!(j["workloads"]["numpy|x"]["runtimes"]["runsc"]["metrics"]["cold_ms"].is_null());
         assert_eq!(j["order"], json!(["numpy|x"]));
+        // A failure whose line holds a backtick stays one code span.
+        let mut q = RuntimeResult::new("qrun");
+        q.outcome = Outcome::Failed("Assertion `(0) == (x)' failed.".into());
+        let node = [WorkloadResult {
+            name: "hello_nodejs".into(),
+            runtimes: vec![q],
+        }];
+        let md2 = markdown(&node, "t", "p", &[]);
+        assert!(
+            md2.contains("| hello_nodejs | FAILED: `` Assertion `(0) == (x)' failed. `` |"),
+            "{md2}"
+        );
+        // With runc measured, its targets say qrun failed, not that
+        // nothing was measured.
+        let mut q = RuntimeResult::new("qrun");
+        q.outcome = Outcome::Failed("x".into());
+        let w = WorkloadResult {
+            name: "hello_go".into(),
+            runtimes: vec![q, result("runc", &[("warm_ms", &[1.0])])],
+        };
+        let t = targets(&w);
+        assert_eq!(t[2].note.as_deref(), Some("qrun failed"));
+        assert_eq!(t[2].verdict(), "n/a");
         // The qrun-only workload: PSS and latency against runc are n/a.
         assert!(
             md.contains("| qrun warm / runc warm latency | 1.2 | 0 | 0 | 1 |"),
