@@ -80,6 +80,8 @@ def main():
         ("gVisor restore + 1st request", "runsc", "restore_first_ms"),
         ("qrun 1st after hibernation (page faults)", "qrun", "pf_first_ms"),
         ("qrun 1st after hibernation (REAP)", "qrun", "reap_first_ms"),
+        ("gVisor after restore", "runsc", "woken_warm_ms"),
+        ("qrun woken", "qrun", "woken_warm_ms"),
     ]
     pss = [
         ("runc warm", "runc", "pss_warm_mib"),

@@ -601,8 +601,24 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
             r.add(rb, read);
         }
     }
+    woken_warm(ctx, &boxes, r)?;
     for b in &boxes {
         r.add("pss_woken_mib", b.pss_mib()?);
+    }
+    Ok(())
+}
+
+/// Request latency once woken (qrun) or restored (gVisor): the median of a
+/// few requests per instance after its first.
+fn woken_warm(ctx: &Ctx, boxes: &[Instance], r: &mut RuntimeResult) -> Result<(), String> {
+    for b in boxes {
+        let warm: Vec<f64> = (0..ctx.requests.min(5))
+            .map(|_| b.request())
+            .collect::<Result<_, _>>()?;
+        r.add(
+            "woken_warm_ms",
+            Summary::of(&warm).map_or(f64::NAN, |s| s.median),
+        );
     }
     Ok(())
 }
@@ -629,15 +645,7 @@ fn checkpoint_restore(
         let _ = std::fs::remove_dir_all(d);
         r.add("restore_first_ms", t?);
     }
-    for b in boxes.iter() {
-        let warm: Vec<f64> = (0..ctx.requests.min(5))
-            .map(|_| b.request())
-            .collect::<Result<_, _>>()?;
-        r.add(
-            "restored_warm_ms",
-            Summary::of(&warm).map_or(f64::NAN, |s| s.median),
-        );
-    }
+    woken_warm(ctx, boxes, r)?;
     for b in boxes.iter() {
         r.add("pss_woken_mib", b.pss_mib()?);
     }
@@ -663,7 +671,9 @@ divided among them by PSS); gVisor's is that of its sandbox (the Sentry with the
 and its gofer. Cold start includes the first request's work. runc has no hibernation: its hibernation \
 columns are `-`. gVisor's nearest equivalent is `runsc checkpoint --image-path` (the sandbox saves its \
 memory to disk and exits: `ckpt ms`, image size `ckpt MiB`) and `runsc restore` (`restore 1st ms`: the \
-restore command to the first response); its `PSS woken` is after the restore. CPU while hibernated is \
+restore command to the first response); its `PSS woken` and `woken ms` are after the restore. \
+`woken ms` is the median of 5 requests after the first once woken (qrun: after the REAP wake). \
+CPU while hibernated is \
 read from /proc in 10 ms ticks over one second.";
 
 /// How the run went, for the report.

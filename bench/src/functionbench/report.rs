@@ -38,7 +38,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "MiB",
         "PSS while hibernated (all instances at once)",
     ),
-    ("pss_woken_mib", "MiB", "PSS after the REAP wake"),
+    (
+        "woken_warm_ms",
+        "ms",
+        "median request latency once woken (qrun: after the REAP wake; gVisor: after the restore)",
+    ),
+    (
+        "pss_woken_mib",
+        "MiB",
+        "PSS after the REAP wake (gVisor: after the restore)",
+    ),
     (
         "cpu_hibernated_ms_per_s",
         "ms",
@@ -62,11 +71,6 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "restore_first_ms",
         "ms",
         "gVisor: `runsc restore` to the first response",
-    ),
-    (
-        "restored_warm_ms",
-        "ms",
-        "gVisor: median request latency after the restore",
     ),
 ];
 
@@ -247,6 +251,7 @@ const COLUMNS: &[(&str, &str)] = &[
     ("hibernate_ms", "hib ms"),
     ("pf_first_ms", "pf 1st ms"),
     ("reap_first_ms", "REAP 1st ms"),
+    ("woken_warm_ms", "woken ms"),
     ("pss_warm_mib", "PSS warm"),
     ("pss_hibernated_mib", "PSS hib"),
     ("pss_woken_mib", "PSS woken"),
