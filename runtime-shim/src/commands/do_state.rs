@@ -14,6 +14,10 @@
 //! With `--state-dir DIR`, DIR is used as it is when it exists; otherwise
 //! only its last component is made (a missing parent is an error, nothing
 //! is made on the way) and it is kept afterwards, as the user named it.
+//! The swap and REAP files have fixed names in it, so one directory serves
+//! one sandbox at a time: `qrun do` holds an exclusive lock on
+//! `DIR/.qrun-lock` while it runs, and a second `qrun do` with the same
+//! `--state-dir` is refused (it would overwrite the first one's swap file).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -35,12 +39,21 @@ pub enum StateDirError {
     Foreign(PathBuf, u32),
     #[error("cannot read this process's start time from /proc/self/stat")]
     NoStartTime,
+    #[error(
+        "state directory {0} is in use by another running sandbox; give each sandbox its own --state-dir"
+    )]
+    InUse(PathBuf),
 }
+
+/// The lock file in a given state directory.
+const LOCK_FILE: &str = ".qrun-lock";
 
 /// A `qrun do` state directory; a temporary one is removed on drop.
 pub struct DoState {
     path: PathBuf,
     temporary: bool,
+    /// The locked `LOCK_FILE` of a given directory, held while this lives.
+    _lock: Option<std::fs::File>,
 }
 
 impl DoState {
@@ -59,9 +72,24 @@ impl DoState {
             }
             Err(e) => return Err(StateDirError::Io(path.to_owned(), e)),
         }
+        let lock_path = path.join(LOCK_FILE);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StateDirError::Io(lock_path.clone(), e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StateDirError::InUse(path.to_owned()));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(StateDirError::Io(lock_path, e)),
+        }
         Ok(Self {
             path: path.to_owned(),
             temporary: false,
+            _lock: Some(lock),
         })
     }
 
@@ -97,6 +125,7 @@ impl DoState {
         Ok(Self {
             path,
             temporary: true,
+            _lock: None,
         })
     }
 
@@ -208,6 +237,19 @@ mod tests {
         let file = tmp.join("f");
         std::fs::write(&file, b"").expect("write");
         assert!(DoState::given(&file).is_err());
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn a_given_directory_serves_one_sandbox_at_a_time() {
+        let tmp = scratch("lock");
+        let dir = tmp.join("s");
+        let first = DoState::given(&dir).expect("first");
+        let e = DoState::given(&dir).err().expect("the second is refused");
+        assert!(matches!(e, StateDirError::InUse(_)), "{e}");
+        assert!(e.to_string().contains("in use by another running sandbox"));
+        drop(first);
+        drop(DoState::given(&dir).expect("free again once the first is gone"));
         let _ = std::fs::remove_dir_all(&tmp);
     }
 
