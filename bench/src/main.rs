@@ -42,7 +42,9 @@
 //!
 //! `bench functionbench [--quick]` runs the FunctionBench suite instead
 //! (real Python functions as OCI containers under qrun and runc, with
-//! hibernation; [`functionbench`]).
+//! hibernation; [`functionbench`]). `bench density [-n N]` runs N Python
+//! hello functions under qrun and N under runc side by side and reports
+//! PSS per instance warm and hibernated ([`density`]).
 
 #![deny(unsafe_code)]
 
@@ -51,6 +53,7 @@
     reason = "alloc_bench reserves its chunk pool with std::alloc; its unsafe blocks carry SAFETY comments"
 )]
 mod alloc_bench;
+mod density;
 mod functionbench;
 mod guest;
 mod hibernate;
@@ -68,7 +71,7 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--only-reclaim] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick]";
+const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--only-reclaim] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick] | bench density [-n N]";
 
 struct Options {
     quick: bool,
@@ -110,6 +113,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "functionbench") {
         return functionbench::main(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == "density") {
+        return density::main(&args[1..]);
     }
     let opts = match parse_args() {
         Ok(o) => o,
