@@ -79,7 +79,10 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     if !opts.qrun.is_file() {
-        eprintln!("density: {} not found: run `cargo build --release` first", opts.qrun.display());
+        eprintln!(
+            "density: {} not found: run `cargo build --release` first",
+            opts.qrun.display()
+        );
         return ExitCode::FAILURE;
     }
     let Some(runc) = which("runc") else {
@@ -168,7 +171,8 @@ fn measure(ctx: &Ctx, n: usize) -> Result<Results, String> {
             inst.request()?;
         }
     }
-    let pss = |v: &[Instance]| -> Result<Vec<f64>, String> { v.iter().map(Instance::pss_mib).collect() };
+    let pss =
+        |v: &[Instance]| -> Result<Vec<f64>, String> { v.iter().map(Instance::pss_mib).collect() };
     let qrun_warm = pss(&q)?;
     let runc_warm = pss(&c)?;
     eprintln!("density: hibernating the qrun instances");

@@ -31,8 +31,8 @@ pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
 use crate::hibernate::{Hibernation, StateDir};
 use crate::hostcall::HostCalls;
-pub use crate::program::read_program;
 pub use crate::hostcall::Returned;
+pub use crate::program::read_program;
 
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
 static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));

@@ -60,7 +60,10 @@ fn freed_memory_leaves_while_running(how: &str) {
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     out.read_line(&mut line).expect("read");
-    assert_eq!(line, "touched\n", "the probe should have touched its memory");
+    assert_eq!(
+        line, "touched\n",
+        "the probe should have touched its memory"
+    );
     let touched = rss_kib(pid);
     assert!(
         touched >= 64 * 1024,
@@ -85,7 +88,10 @@ fn freed_memory_leaves_while_running(how: &str) {
     drop(stdin);
     line.clear();
     out.read_line(&mut line).expect("read");
-    assert_eq!(line, "zero ok\n", "memory mapped after the free reads as zeros");
+    assert_eq!(
+        line, "zero ok\n",
+        "memory mapped after the free reads as zeros"
+    );
     let output = child.wait_with_output().expect("wait");
     assert!(output.status.success(), "status {:?}", output.status);
     let stderr = String::from_utf8_lossy(&output.stderr);

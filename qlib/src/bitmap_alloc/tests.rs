@@ -440,7 +440,10 @@ fn free_runs_of_one_chunk() {
     assert_eq!(v, [(c0 + 2 * PAGE_SIZE, PAGE_SIZE)]);
     v.clear();
     assert!(a.for_each_free_run_in(c1, |s, l| v.push((s, l))));
-    assert_eq!(v, [(c1 + 4 * PAGE_SIZE, (USABLE_PAGES_PER_CHUNK - 3) * PAGE_SIZE)]);
+    assert_eq!(
+        v,
+        [(c1 + 4 * PAGE_SIZE, (USABLE_PAGES_PER_CHUNK - 3) * PAGE_SIZE)]
+    );
     // Not a held chunk, or not a chunk address: nothing.
     let foreign = ForeignChunk::new();
     assert!(!a.for_each_free_run_in(foreign.0, |_, _| panic!("called")));

@@ -15,8 +15,8 @@
 //! only its last component is made (a missing parent is an error, nothing
 //! is made on the way) and it is kept afterwards, as the user named it.
 //! The swap and REAP files have fixed names in it, so one directory serves
-//! one sandbox at a time: `qrun do` holds an exclusive lock on
-//! `DIR/.qrun-lock` while it runs, and a second `qrun do` with the same
+//! one sandbox at a time: `qrun do` holds an exclusive `flock` on DIR
+//! while it runs, and a second `qrun do` with the same
 //! `--state-dir` is refused (it would overwrite the first one's swap file).
 
 use std::io::ErrorKind;
@@ -45,14 +45,11 @@ pub enum StateDirError {
     InUse(PathBuf),
 }
 
-/// The lock file in a given state directory.
-const LOCK_FILE: &str = ".qrun-lock";
-
 /// A `qrun do` state directory; a temporary one is removed on drop.
 pub struct DoState {
     path: PathBuf,
     temporary: bool,
-    /// The locked `LOCK_FILE` of a given directory, held while this lives.
+    /// The given directory, opened and `flock`ed while this lives.
     _lock: Option<std::fs::File>,
 }
 
@@ -72,19 +69,16 @@ impl DoState {
             }
             Err(e) => return Err(StateDirError::Io(path.to_owned(), e)),
         }
-        let lock_path = path.join(LOCK_FILE);
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StateDirError::Io(lock_path.clone(), e))?;
+        // `flock` on the directory itself: nothing is left in it.
+        let lock = std::fs::File::open(path).map_err(|e| StateDirError::Io(path.to_owned(), e))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(StateDirError::InUse(path.to_owned()));
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(StateDirError::Io(lock_path, e)),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(StateDirError::Io(path.to_owned(), e));
+            }
         }
         Ok(Self {
             path: path.to_owned(),
