@@ -13,7 +13,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use qlib::abi::{Call, IoVec};
+use qlib::abi::IoVec;
 use qlib::bitmap_alloc::{
     AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource, PageCache,
 };
@@ -21,7 +21,6 @@ use qlib::layout::DIRECT_MAP;
 use spin::Mutex;
 
 use super::gpa_to_kva;
-use crate::hostcall;
 
 /// Guest RAM handed out as chunks: a bump range plus a stack of returned
 /// chunks.
