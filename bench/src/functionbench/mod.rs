@@ -280,7 +280,7 @@ fn runsc(opt: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 /// Builds (or finds) the image; its rootfs and stamp text.
-fn image() -> Result<(PathBuf, String), String> {
+pub(crate) fn image() -> Result<(PathBuf, String), String> {
     let script = workspace_root().join("scripts/functionbench-image.sh");
     let out = Command::new(&script)
         .stdin(Stdio::null())
