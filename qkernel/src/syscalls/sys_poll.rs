@@ -345,21 +345,24 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
     if park::expired(deadline) || !guest.is_empty() {
         deadline = 0;
     }
-    let mut buf = alloc::vec![0u8; (max - guest.len()) * 12];
+    let mut buf = alloc::vec![0u8; max * 12];
     for (i, (ev, data)) in guest.iter().enumerate() {
         buf[i * 12..i * 12 + 4].copy_from_slice(&ev.to_le_bytes());
         buf[i * 12 + 4..i * 12 + 12].copy_from_slice(&data.to_le_bytes());
     }
     let park = deadline != 0 && (!queues.is_empty() || park::worthwhile());
-    let rest = max - guest.len();
-    let n = if rest == 0 {
-        0
-    } else {
-        let mut host_buf = alloc::vec![0u8; rest * 12];
-        let n = host::epoll_wait(ep, &mut host_buf, if park { 0 } else { deadline })?;
-        buf.splice(guest.len() * 12..guest.len() * 12, host_buf[..n * 12].iter().copied());
-        n
-    } + guest.len();
+    let n = guest.len()
+        + if guest.len() < max {
+            let rest = &mut buf[guest.len() * 12..];
+            match host::epoll_wait(ep, rest, if park { 0 } else { deadline }) {
+                Ok(n) => n,
+                // The guest events are reported (and consumed) anyway.
+                Err(_) if !guest.is_empty() => 0,
+                Err(e) => return Err(e),
+            }
+        } else {
+            0
+        };
     if park && n == 0 {
         park::wait_on_queues(&[(ep, POLLIN)], &queues, deadline, 0)?;
         return Err(PARKED);
