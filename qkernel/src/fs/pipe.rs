@@ -123,13 +123,8 @@ impl Pipe {
     }
 
     /// Bytes buffered (`FIONREAD`).
-    pub fn len(&self) -> usize {
+    pub fn buffered(&self) -> usize {
         self.inner.lock().buf.len()
-    }
-
-    /// Whether nothing is buffered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The state-change counter (edge-triggered epoll).
@@ -309,7 +304,11 @@ fn write_pipe(
     if i.readers == 0 {
         drop(i);
         crate::signal::raise_sigpipe();
-        return if done > 0 { Ok(done) } else { Err(Errno::EPIPE) };
+        return if done > 0 {
+            Ok(done)
+        } else {
+            Err(Errno::EPIPE)
+        };
     }
     if total == 0 {
         return Ok(0);
@@ -361,7 +360,11 @@ fn write_pipe(
         drop(i);
     }
     if nonblock {
-        return if done > 0 { Ok(done) } else { Err(Errno::EAGAIN) };
+        return if done > 0 {
+            Ok(done)
+        } else {
+            Err(Errno::EAGAIN)
+        };
     }
     park::wait_on_queues(&[], &[pipe.queue + 1], park::deadline(None), done)?;
     Ok(0)

@@ -305,7 +305,7 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             Ok(0)
         }
         (Backing::Pipe(end), FIONREAD) => {
-            let n = end.pipe.len() as u32;
+            let n = end.pipe.buffered() as u32;
             uaccess::write(&mut p.mm, a[2], &n)?;
             Ok(0)
         }

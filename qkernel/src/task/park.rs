@@ -211,15 +211,12 @@ pub fn unpark(pid: u32) {
 pub fn woke() {
     let pid = current_pid();
     let mut parked = PARKED.lock();
-    let resume = parked
-        .iter()
-        .find(|e| e.pid == pid)
-        .map(|e| Resume {
-            pid,
-            deadline: e.deadline,
-            rem: e.rem,
-            done: e.done,
-        });
+    let resume = parked.iter().find(|e| e.pid == pid).map(|e| Resume {
+        pid,
+        deadline: e.deadline,
+        rem: e.rem,
+        done: e.done,
+    });
     parked.retain(|e| e.pid != pid);
     drop(parked);
     timers::disarm_wake(pid);
