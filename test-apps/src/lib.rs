@@ -72,6 +72,7 @@ pub const ALL: &[&str] = &[
     "malloc_stress",
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
+    "pipes",
     "procfs",
     "reclaim_probe",
     "rust-hello",

@@ -4,6 +4,7 @@
 
 mod attrs;
 pub mod cputime;
+pub mod epoll_guest;
 mod rw;
 mod sys_exec;
 mod sys_file;
@@ -113,7 +114,7 @@ pub static ENTRIES: &[Entry] = &[
     e(19, sys_file::readv, Full, ""),
     e(20, sys_file::writev, Full, ""),
     e(21, sys_stat::access, Full, ""),
-    e(22, sys_poll::pipe, Full, "host pipe"),
+    e(22, sys_poll::pipe, Full, "guest pipe"),
     e(23, sys_poll::select, Full, "waits in the VMM"),
     e(
         24,
@@ -352,7 +353,7 @@ pub static ENTRIES: &[Entry] = &[
     e(290, sys_poll::eventfd2, Full, "host eventfd"),
     e(291, sys_poll::epoll_create1, Full, "host epoll"),
     e(292, sys_file::dup3, Full, ""),
-    e(293, sys_poll::pipe2, Full, "host pipe"),
+    e(293, sys_poll::pipe2, Full, "guest pipe"),
     e(295, sys_file::preadv, Full, ""),
     e(296, sys_file::pwritev, Full, ""),
     e(

@@ -167,7 +167,7 @@ fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
             // SAFETY: the VMM wrote the buffer behind the compiler's back.
             unsafe { core::ptr::read_volatile(&buf) }
         }
-        Backing::Special(_) => kernel_statfs(&f.path),
+        Backing::Special(_) | Backing::Pipe(_) => kernel_statfs(&f.path),
     })
 }
 

@@ -20,6 +20,13 @@ fn statx_fd(p: &Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
     match &f.backing {
         Backing::Host { fd, .. } => host::statx_fd(*fd),
         Backing::Special(s) => Ok(special::statx_open(p, s)),
+        Backing::Pipe(end) => Ok(crate::fs::stat::synthetic_statx(
+            crate::fs::stat::S_IFIFO | 0o600,
+            0,
+            (0, 0),
+            end.pipe.ino(),
+            p.ids,
+        )),
     }
 }
 
