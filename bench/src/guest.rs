@@ -73,7 +73,35 @@ const PROGRAMS: &[Program] = &[
             target_us: Some(35.0),
         }],
     },
+    Program {
+        name: "bench_procs",
+        args: &["200", HELLO],
+        qrun_opts: &[],
+        fields: &[
+            Field {
+                key: "fork_exit_wait_ns",
+                sandboxed: "fork_exit_wait_us",
+                native: "fork_exit_wait_native_us",
+                target_us: None,
+            },
+            Field {
+                key: "fork_exec_wait_ns",
+                sandboxed: "fork_exec_wait_us",
+                native: "fork_exec_wait_native_us",
+                target_us: None,
+            },
+            Field {
+                key: "pingpong_ns",
+                sandboxed: "pipe_pingpong_us",
+                native: "pipe_pingpong_native_us",
+                target_us: None,
+            },
+        ],
+    },
 ];
+
+/// Stands for the static hello's absolute path in a program's arguments.
+const HELLO: &str = "@hello";
 
 pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
     let mut out = Vec::new();
@@ -81,10 +109,16 @@ pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
         eprintln!("bench: {} x{runs}", p.name);
         let mut native = Ok(vec![Vec::new(); p.fields.len()]);
         let mut sandboxed = Ok(vec![Vec::new(); p.fields.len()]);
+        let hello = test_apps::path("hello").display().to_string();
+        let args: Vec<&str> = p
+            .args
+            .iter()
+            .map(|&a| if a == HELLO { hello.as_str() } else { a })
+            .collect();
         for i in 0..=runs {
             for (samples, mut cmd) in [
-                (&mut native, r.native(p.name, p.args)),
-                (&mut sandboxed, r.sandboxed(p.qrun_opts, p.name, p.args)),
+                (&mut native, r.native(p.name, &args)),
+                (&mut sandboxed, r.sandboxed(p.qrun_opts, p.name, &args)),
             ] {
                 let Ok(per_field) = samples else { continue };
                 match one_run(&mut cmd, p.fields) {

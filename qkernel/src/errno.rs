@@ -61,6 +61,8 @@ impl Errno {
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const ECONNREFUSED: Errno = Errno(111);
     pub const EINPROGRESS: Errno = Errno(115);
+    pub const EALREADY: Errno = Errno(114);
+    pub const EISCONN: Errno = Errno(106);
 
     /// The error of a host call's negative result `rc`; anything outside
     /// the errno range becomes `EIO`.

@@ -21,17 +21,38 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
 /// `EINTR` and a restart (`signal::deliver`). A hibernation is not a
 /// signal: the call is reissued.
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
+    let mut issue = args;
     loop {
-        let ret = raw_call(c, args);
+        let ret = raw_call(c, issue);
         let restart = ret == RET_RESTART;
         // A hibernation served now must not move this call's buffers.
-        crate::mm::swap::set_in_flight(restart.then_some((c, args)));
+        crate::mm::swap::set_in_flight(restart.then_some((c, issue)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
         if !restart || crate::signal::interrupts() {
             return ret;
         }
+        // Hibernated from this wait: timers do not wake the sandbox, so
+        // the wait goes on without its deadline until something else
+        // returns it; then (a wake) it is reissued as it was, and a
+        // deadline that passed meanwhile ends it at once.
+        issue = if crate::mm::swap::take_hibernated() {
+            without_deadline(c, args)
+        } else {
+            args
+        };
     }
+}
+
+/// `args` of a wait without its deadline (`Poll`, `EpollWait`, `Sleep`).
+fn without_deadline(c: Call, mut args: [u64; 6]) -> [u64; 6] {
+    match c {
+        Call::Poll => args[2] = u64::MAX,
+        Call::EpollWait => args[3] = u64::MAX,
+        Call::Sleep => args[0] = u64::MAX,
+        _ => {}
+    }
+    args
 }
 
 /// Makes a host call once: no retry, no control requests served.
@@ -40,12 +61,17 @@ pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
 }
 
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
+    let blocking = crate::syscalls::cputime::may_block(c, &args);
+    // Freed memory goes back before the guest waits (a process that exits
+    // while the others sleep); `Reclaim` itself never blocks.
+    if blocking && crate::mm::frames::return_due() {
+        crate::control::return_freed();
+    }
     let mut rec = RECORD.lock();
     rec.call = c as u64;
     rec.args = args;
     rec.ret = 0;
     let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
-    let blocking = crate::syscalls::cputime::may_block(c, &args);
     let t0 = if blocking { arch::rdtsc() } else { 0 };
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.

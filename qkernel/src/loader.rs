@@ -19,7 +19,8 @@ use qlib::user_stack::{self as us, StackInput};
 use crate::arch;
 use crate::errno::Errno;
 use crate::mm::addr_space::{AddrSpace, STACK_SIZE, STACK_TOP};
-use crate::mm::vma::{PROT_EXEC, PROT_READ, PROT_WRITE, VmaKind};
+use crate::mm::filemap::Mapped;
+use crate::mm::vma::{FileBacking, PROT_EXEC, PROT_READ, PROT_WRITE, VmaKind};
 use crate::mm::{gpa_to_kva, page_down, page_up, uaccess};
 
 /// Where a PIE (static or dynamic) is loaded (Linux's `ELF_ET_DYN_BASE`
@@ -30,6 +31,8 @@ const ET_DYN_BASE: u64 = 0x5555_5555_4000;
 const INTERP_BASE: u64 = 0x7f00_0000_0000;
 /// End (exclusive) of the space a loaded image may use.
 const IMAGE_LIMIT: u64 = crate::mm::addr_space::MMAP_TOP;
+/// A page of zeros (the `.bss` part of a segment's last file page).
+static ZEROS: [u8; 4096] = [0; 4096];
 /// Stack pages mapped before the program starts.
 const STACK_PREFAULT: u64 = 32 * 4096;
 
@@ -184,6 +187,8 @@ fn map_image(
         "the program's segments"
     };
     let oom = |_| Refusal::NoMemory(what);
+    // An image in the file window: its segments map the page-cache pages.
+    let window = Mapped::of(image);
     let mut top = 0;
     for seg in info.segments() {
         // In range: `lo <= vaddr + bias` and `vaddr + memsz + bias <= hi`.
@@ -199,17 +204,61 @@ fn map_image(
         if seg.flags.exec {
             prot |= PROT_EXEC;
         }
-        // A page shared with the previous segment gets both protections.
+        let file = image
+            .get(seg.file_offset as usize..(seg.file_offset + seg.filesz) as usize)
+            .ok_or(LoadError::Errno(Errno::ENOEXEC))?;
+        let seg_va = seg.vaddr + bias;
+        // File pages when the image is in the window, the segment's page
+        // offsets match (as `mmap` needs) and it shares no page with the
+        // previous segment.
+        if let Some(m) = window
+            && (seg_va & 0xfff) == (seg.file_offset & 0xfff)
+            && !mm.vmas.overlaps(start, end)
+        {
+            let file_end = page_up(seg_va + seg.filesz).ok_or(above(u64::MAX))?;
+            let delta = (m.gpa + page_down(seg.file_offset)).wrapping_sub(start);
+            let backing = FileBacking {
+                delta,
+                end: if seg.filesz == 0 { start } else { file_end },
+            };
+            mm.add_file_vma(start, end, prot, backing);
+            // Writable segments are copied page by page as they are
+            // written (`mm::fault`); the rest is mapped now.
+            if prot & PROT_WRITE == 0 {
+                mm.populate(start, end).map_err(oom)?;
+            }
+            // The rest of the last file page is the start of `.bss`:
+            // zeros, in a private copy.
+            let bss = seg_va + seg.filesz;
+            if seg.memsz > seg.filesz && seg.filesz > 0 && bss & 0xfff != 0 {
+                let page = page_down(bss);
+                mm.populate_private(page, page + 4096).map_err(oom)?;
+                mm.make_private(page, page + 4096).map_err(oom)?;
+                poke(mm, bss, &ZEROS[..(4096 - (bss & 0xfff)) as usize])?;
+            }
+            top = top.max(end);
+            continue;
+        }
+        // A page shared with the previous segment gets both protections,
+        // and keeps that segment's bytes (its file pages copied first).
+        let prev: Vec<(u64, u64)> = mm
+            .vmas
+            .iter_range(start, end)
+            .map(|v| (v.start.max(start), v.end.min(end)))
+            .collect();
+        for (s, e) in prev {
+            mm.populate_private(s, e).map_err(oom)?;
+        }
         let shared = mm.vmas.remove_range(start, end);
         mm.add_vma(start, end, prot, VmaKind::Anon);
         for v in shared {
             mm.vmas.protect(v.start, v.end, v.prot | prot);
         }
         mm.populate(start, end).map_err(oom)?;
-        let file = image
-            .get(seg.file_offset as usize..(seg.file_offset + seg.filesz) as usize)
-            .ok_or(LoadError::Errno(Errno::ENOEXEC))?;
-        poke(mm, seg.vaddr + bias, file)?;
+        // A page shared with a file-backed segment must not be written in
+        // place.
+        mm.make_private(start, end).map_err(oom)?;
+        poke(mm, seg_va, file)?;
         top = top.max(end);
     }
     Ok(top)

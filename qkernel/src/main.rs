@@ -80,8 +80,8 @@ mod kernel {
 
     /// Bytes of the boot-data area the VMM wrote.
     pub fn boot_slice(v: qlib::abi::IoVec) -> &'static [u8] {
-        // SAFETY: the VMM placed the boot data inside guest RAM (checked
-        // against mem_size by the caller); the direct map covers it and
+        // SAFETY: the VMM placed the boot data inside guest RAM or the file
+        // window (checked by the caller); the direct map covers both and
         // nothing writes it while the kernel reads it.
         unsafe { core::slice::from_raw_parts(gpa_to_kva(v.gpa) as *const u8, v.len as usize) }
     }
@@ -120,7 +120,14 @@ mod kernel {
         let kernel_end = kva_to_gpa(&raw const __kernel_end as u64);
         let boot_end = info.boot_data_gpa;
         let outside = |v: qlib::abi::IoVec| v.gpa.saturating_add(v.len) > info.mem_size;
-        if boot_end > info.mem_size || outside(info.program) || outside(info.interp) {
+        // The program and its interpreter are in the file window (or
+        // empty).
+        let outside_window = |v: qlib::abi::IoVec| {
+            use qlib::layout::{FILE_WINDOW_GPA, FILE_WINDOW_SIZE};
+            let end = v.gpa.saturating_add(v.len);
+            v.len != 0 && (v.gpa < FILE_WINDOW_GPA || end > FILE_WINDOW_GPA + FILE_WINDOW_SIZE)
+        };
+        if boot_end > info.mem_size || outside_window(info.program) || outside_window(info.interp) {
             hostcall::boot_error("boot data outside guest RAM");
         }
         mm::frames::init(kernel_end, boot_end);
@@ -160,9 +167,6 @@ mod kernel {
                 hostcall::exit_with_reason(126, &alloc::format!("{name}: {e}"))
             }
         };
-        // The images' segments are in user pages now (`exec` is not used
-        // again).
-        mm::frames::discard_boot_images([info.program, info.interp], boot_end, info.mem_size);
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
         // The ELF file run: the program, or a script's interpreter.

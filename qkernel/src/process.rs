@@ -1,6 +1,9 @@
-//! The process: its address space, signal dispositions and the bits of
-//! per-process state syscalls record. One thread per process; the running
-//! process lives in [`PROCESS`], the others in their `task::Task`.
+//! The process (a thread group): its address space, signal dispositions
+//! and the bits of per-process state syscalls record. The running thread
+//! group's process lives in [`PROCESS`], the others in their leader's
+//! `task::Task` (docs/threads.md). A few fields are per thread
+//! ([`ThreadFields`]): they hold the running thread's values and are
+//! swapped on a switch between threads of one group.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -62,6 +65,33 @@ pub struct Process {
     pub environ: Vec<u8>,
     /// uid, euid, gid, egid.
     pub ids: [u32; 4],
+    /// Process-directed signals pending while the group does not run.
+    pub shared_sig: crate::signal::GroupSig,
+    /// `PR_SET_NAME` of the running thread (None: the program's name).
+    pub name: Option<[u8; 16]>,
+}
+
+/// The per-thread fields of a [`Process`] (the running thread's live in
+/// the process; a switched-out thread keeps its own in its task).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadFields {
+    pub clear_child_tid: u64,
+    pub robust_list: u64,
+    pub altstack: (u64, i32, u64),
+    pub name: Option<[u8; 16]>,
+}
+
+impl ThreadFields {
+    /// A new thread's: no alternate stack (as Linux for `CLONE_VM`), no
+    /// robust list, the name of its creator.
+    pub fn new_thread(clear_child_tid: u64, name: Option<[u8; 16]>) -> Self {
+        ThreadFields {
+            clear_child_tid,
+            robust_list: 0,
+            altstack: (0, 2, 0), // SS_DISABLE
+            name,
+        }
+    }
 }
 
 /// The running process (`task::sched` swaps it on a context switch).
@@ -102,7 +132,27 @@ impl Process {
             cmdline,
             environ: Vec::new(),
             ids,
+            shared_sig: crate::signal::GroupSig::new(),
+            name: None,
         }
+    }
+
+    /// The running thread's per-thread fields.
+    pub fn thread_fields(&self) -> ThreadFields {
+        ThreadFields {
+            clear_child_tid: self.clear_child_tid,
+            robust_list: self.robust_list,
+            altstack: self.signals.altstack,
+            name: self.name,
+        }
+    }
+
+    /// Installs another thread's per-thread fields.
+    pub fn set_thread_fields(&mut self, t: &ThreadFields) {
+        self.clear_child_tid = t.clear_child_tid;
+        self.robust_list = t.robust_list;
+        self.signals.altstack = t.altstack;
+        self.name = t.name;
     }
 }
 

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 6;
+pub const ABI_VERSION: u64 = 7;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -82,7 +82,9 @@ pub enum Call {
     Sleep = 7,
     /// Drop guest memory: `args[0]` = GPA of an [`IoVec`] array of
     /// page-aligned guest-physical ranges, `args[1]` = its length,
-    /// `args[2]` bit 0 = the last batch of this reclaim.
+    /// `args[2]` bit 0 ([`RECLAIM_LAST`]) = the last batch of this reclaim,
+    /// bit 1 ([`RECLAIM_RUNNING`]) = pages the running program freed (the
+    /// guest's automatic return, not a requested reclaim).
     Reclaim = 8,
     /// `poll` on host fds of the sandbox: `args[0]` = GPA of [`PollFd`]
     /// array, `args[1]` = count (at most [`MAX_POLL_FDS`]), `args[2]` = host `CLOCK_MONOTONIC` deadline in
@@ -123,6 +125,15 @@ pub enum Call {
     /// `struct epoll_event` array, `args[2]` = its length, `args[3]` = host
     /// `CLOCK_MONOTONIC` deadline (as [`Call::Poll`]). Restartable.
     EpollWait = 23,
+    /// Map a regular host file into the file window
+    /// ([`crate::layout::FILE_WINDOW_GPA`]): `args[0]` = host fd, `args[1]`
+    /// = GPA of a `u64` the VMM sets to the file's size as mapped. The VMM
+    /// maps the whole file once per sandbox (same device, inode, size and
+    /// mtime: the same window range) and returns the window GPA of its
+    /// byte 0; the file's pages read-only from there, its size rounded up to
+    /// a page. `-ENOMEM` when the window is full, `-ENODEV` for anything
+    /// but a regular file.
+    MapFile = 24,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -175,6 +186,7 @@ impl Call {
             21 => Self::Msg,
             22 => Self::NewFd,
             23 => Self::EpollWait,
+            24 => Self::MapFile,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,
@@ -226,6 +238,12 @@ const _: () = assert!(core::mem::size_of::<SwapPage>() == 16);
 
 /// Upper bound on the iovec count of one call; longer lists are refused.
 pub const MAX_IOVECS: u64 = 1024;
+
+/// [`Call::Reclaim`] flag: the last batch of this reclaim.
+pub const RECLAIM_LAST: u64 = 1 << 0;
+/// [`Call::Reclaim`] flag: pages freed while the program runs, handed back
+/// by the guest on its own once enough have gathered.
+pub const RECLAIM_RUNNING: u64 = 1 << 1;
 
 /// Written by the VMM in answer to [`Call::Hello`].
 #[repr(C)]

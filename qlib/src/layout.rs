@@ -43,6 +43,24 @@ pub const DIRECT_MAP: u64 = 0xffff_8800_0000_0000;
 pub const KERNEL_BASE: u64 = 0xffff_ffff_8000_0000;
 /// Guest RAM limit imposed by the direct-map and kernel-image maps.
 pub const MAX_MEM: u64 = 2 << 30;
+/// Guest-physical base of the file window: host files mapped by the VMM
+/// (`MAP_PRIVATE`, read-only) so that guest user pages of programs,
+/// libraries and file mappings are the host's page-cache pages, shared by
+/// every sandbox (docs/memory.md). Above the most guest RAM there is; the
+/// direct map covers it (read through `DIRECT_MAP + GPA`), the kernel-image
+/// map does not.
+pub const FILE_WINDOW_GPA: u64 = 4 << 30;
+/// Size of the file window: the cap on the distinct file bytes one sandbox
+/// maps from the page cache (a full window makes the guest copy files into
+/// its RAM as before). KVM keeps ~2 MiB of kernel memory per GiB of memslot
+/// (shadow-paging rmaps), so the window is not made larger than needed.
+pub const FILE_WINDOW_SIZE: u64 = 1 << 30;
+
+/// Whether `gpa` lies in the file window.
+pub const fn in_file_window(gpa: u64) -> bool {
+    gpa >= FILE_WINDOW_GPA && gpa < FILE_WINDOW_GPA + FILE_WINDOW_SIZE
+}
+
 /// Smallest guest RAM that boots.
 pub const MIN_MEM: u64 = 16 << 20;
 /// Size of a page.

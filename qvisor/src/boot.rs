@@ -4,8 +4,8 @@
 
 use qlib::abi::{ABI_VERSION, BOOT_MAGIC, BootInfo, IoVec};
 use qlib::layout::{
-    BOOT_INFO_GPA, BOOT_PGD_GPA, BOOT_PT_END_GPA, DIRECT_MAP, KERNEL_BASE, KERNEL_LOAD_GPA,
-    LARGE_PAGE_SIZE, PAGE_SIZE, pml4_slot,
+    BOOT_INFO_GPA, BOOT_PGD_GPA, BOOT_PT_END_GPA, DIRECT_MAP, FILE_WINDOW_GPA, FILE_WINDOW_SIZE,
+    KERNEL_BASE, KERNEL_LOAD_GPA, LARGE_PAGE_SIZE, PAGE_SIZE, pml4_slot,
 };
 use qlib::pte::{HUGE, PRESENT, USER, WRITABLE};
 
@@ -14,10 +14,10 @@ use crate::guest_mem::GuestRam;
 
 /// What the program sees: its image, arguments and environment.
 pub struct Program<'a> {
-    /// The ELF image.
-    pub image: &'a [u8],
+    /// The ELF image: its range in the file window (`crate::file_window`).
+    pub image: IoVec,
     /// The interpreter's ELF image, empty for a static program.
-    pub interp: &'a [u8],
+    pub interp: IoVec,
     /// argv, `argv[0]` included.
     pub argv: &'a [String],
     /// `KEY=VALUE` strings.
@@ -124,7 +124,8 @@ pub fn kernel_end(image: &[u8]) -> Result<u64, VmmError> {
 
 /// The smallest guest RAM that runs `program` with the kernel `image`:
 /// the kernel, one 4 MiB chunk of user memory (the kernel hands out user
-/// pages by chunk) and the boot data (program, interpreter, argv, envp …),
+/// pages by chunk) and the boot data (argv, envp …; the program and its
+/// interpreter are in the file window),
 /// rounded up to a MiB.
 pub fn min_memory(image: &[u8], program: &Program<'_>) -> Result<u64, VmmError> {
     let chunk = qlib::bitmap_alloc::CHUNK_SIZE as u64;
@@ -137,8 +138,6 @@ pub fn min_memory(image: &[u8], program: &Program<'_>) -> Result<u64, VmmError> 
 fn boot_data_size(program: &Program<'_>) -> u64 {
     let strings = |v: &[String]| v.iter().map(|s| s.len() as u64 + 1).sum::<u64>();
     [
-        program.image.len() as u64,
-        program.interp.len() as u64,
         strings(program.argv),
         strings(program.envp),
         program.execfn.len() as u64 + 1,
@@ -153,7 +152,8 @@ fn boot_data_size(program: &Program<'_>) -> u64 {
 }
 
 /// Builds the boot page tables: the direct map and the kernel-image map of
-/// all guest RAM with 2 MiB pages, U=1 (PLATFORM.md). The user PGD (the
+/// all guest RAM with 2 MiB pages, U=1 (PLATFORM.md), and the file window
+/// in the direct map. The user PGD (the
 /// kernel PGD + 4 KiB) starts empty. Returns the kernel PGD's GPA.
 pub fn build_page_tables(ram: &GuestRam) -> Result<u64, VmmError> {
     let bad = |_| VmmError::KernelImage("boot page tables outside guest RAM");
@@ -180,6 +180,25 @@ pub fn build_page_tables(ram: &GuestRam) -> Result<u64, VmmError> {
             .map_err(bad)?;
         let kslot = ((KERNEL_BASE >> 30) & 0x1ff) + pd;
         ram.write::<u64>(kernel_pdpt + kslot * 8, pd_gpa | table)
+            .map_err(bad)?;
+    }
+    // The file window in the direct map (not in the kernel-image map).
+    let window_pd = first_pd + pds * PAGE_SIZE;
+    let window_gib = FILE_WINDOW_SIZE.div_ceil(gib);
+    assert!(window_pd + window_gib * PAGE_SIZE <= BOOT_PT_END_GPA);
+    for pd in 0..window_gib {
+        let pd_gpa = window_pd + pd * PAGE_SIZE;
+        let mut entries = [0u8; 4096];
+        for (i, e) in entries.chunks_exact_mut(8).enumerate() {
+            let off = pd * gib + i as u64 * LARGE_PAGE_SIZE;
+            if off < FILE_WINDOW_SIZE {
+                let gpa = FILE_WINDOW_GPA + off;
+                e.copy_from_slice(&(gpa | table | HUGE).to_le_bytes());
+            }
+        }
+        ram.write_bytes(pd_gpa, &entries).map_err(bad)?;
+        let pslot = FILE_WINDOW_GPA / gib + pd;
+        ram.write::<u64>(direct_pdpt + pslot * 8, pd_gpa | table)
             .map_err(bad)?;
     }
     let slot = |va| pml4_slot(va) as u64 * 8;
@@ -212,17 +231,7 @@ pub fn write_boot_info(
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
     let exe = program.exe.as_bytes();
-    let parts: [&[u8]; 9] = [
-        program.image,
-        program.interp,
-        &argv,
-        &envp,
-        &execfn,
-        cwd,
-        hostname,
-        exe,
-        program.seccomp,
-    ];
+    let parts: [&[u8]; 7] = [&argv, &envp, &execfn, cwd, hostname, exe, program.seccomp];
     let total: u64 = parts
         .iter()
         .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))
@@ -243,8 +252,7 @@ pub fn write_boot_info(
         at += (bytes.len() as u64).next_multiple_of(PAGE_SIZE);
         Ok(v)
     };
-    let image = place(program.image)?;
-    let interp = place(program.interp)?;
+    let (image, interp) = (program.image, program.interp);
     let argv_v = place(&argv)?;
     let envp_v = place(&envp)?;
     let execfn_v = place(&execfn)?;

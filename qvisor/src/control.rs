@@ -240,7 +240,13 @@ pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation, 
             continue;
         }
         if fds[2].revents & libc::POLLIN != 0 && drain(&channel.alarm) {
-            channel.post(ram, control::ALARM);
+            if hib.holds_guest() {
+                // Timers do not wake a hibernated sandbox: the guest finds
+                // the alarm when something else wakes it.
+                let _ = ram.atomic_or_u64(CONTROL_GPA, control::ALARM);
+            } else {
+                channel.post(ram, control::ALARM);
+            }
         }
         if fds[0].revents & libc::POLLIN != 0 {
             // SAFETY: signalfd_siginfo is plain data; all-zero is valid.

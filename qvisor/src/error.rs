@@ -11,6 +11,10 @@ pub enum VmmError {
     /// Guest RAM could not be mapped.
     #[error("cannot allocate {0} bytes of guest memory")]
     Memory(u64),
+    /// The program or its interpreter could not be mapped into the file
+    /// window (`crate::file_window`).
+    #[error("cannot map the program into the sandbox: {0}")]
+    MapProgram(std::io::Error),
     /// The requested memory size is outside what the guest supports.
     #[error("memory size {0} bytes is out of range ({1}..={2})")]
     MemorySize(u64, u64, u64),

@@ -9,6 +9,7 @@ use qlib::abi::{HelloReply, HostCall, IoVec, PollFd, SwapPage};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::error::VmmError;
+use qlib::layout::{FILE_WINDOW_GPA, FILE_WINDOW_SIZE};
 
 /// A guest address range was outside guest RAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,11 +47,22 @@ unsafe impl ByteValued for Pod<PollFd> {}
 // an even number of u32s (no padding); any bit pattern is valid.
 unsafe impl ByteValued for Pod<qlib::abi::BootInfo> {}
 
-/// The sandbox's guest RAM: one anonymous `MAP_NORESERVE` mapping at GPA 0.
+/// The sandbox's guest RAM: one anonymous `MAP_NORESERVE` mapping at GPA 0,
+/// and the host reservation behind the file window (`crate::file_window`).
 pub struct GuestRam {
     mem: GuestMemoryMmap<()>,
     size: u64,
     base: u64,
+    /// Host address of the window's GPA [`FILE_WINDOW_GPA`].
+    window: u64,
+}
+
+impl Drop for GuestRam {
+    fn drop(&mut self) {
+        // SAFETY: the window reservation is ours (made in `new`) and no
+        // Rust object lives in it; the VM using it is gone before `self`.
+        unsafe { libc::munmap(self.window as *mut libc::c_void, FILE_WINDOW_SIZE as usize) };
+    }
 }
 
 impl GuestRam {
@@ -62,7 +74,82 @@ impl GuestRam {
         let base = mem
             .get_host_address(GuestAddress(0))
             .map_err(|_| VmmError::Memory(size))? as u64;
-        Ok(Self { mem, size, base })
+        // SAFETY: a fresh anonymous reservation; nothing else refers to it.
+        let window = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                FILE_WINDOW_SIZE as usize,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if window == libc::MAP_FAILED {
+            return Err(VmmError::Memory(size));
+        }
+        Ok(Self {
+            mem,
+            size,
+            base,
+            window: window as u64,
+        })
+    }
+
+    /// Host address of the file window's first byte (for
+    /// `KVM_SET_USER_MEMORY_REGION` and `crate::file_window`).
+    pub fn window_host_base(&self) -> u64 {
+        self.window
+    }
+
+    /// Drops the host pages behind the whole file window (hibernation): the
+    /// file mappings stay, and their pages come back from the page cache
+    /// when the guest touches them again.
+    pub fn drop_window_pages(&self) {
+        // SAFETY: the reservation is ours, holds only read-only anonymous
+        // and private file mappings nothing writes, and no Rust object;
+        // MADV_DONTNEED makes the next access read the file (or zeros).
+        let rc = unsafe {
+            libc::madvise(
+                self.window as *mut libc::c_void,
+                FILE_WINDOW_SIZE as usize,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            log::warn!(
+                "file window pages not dropped: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+
+    /// The host address of `[gpa, gpa + len)` for host I/O: guest RAM, or
+    /// the file window (read-only: the host kernel fails a write to it, and
+    /// reading past a truncated file's end, with `EFAULT`).
+    fn host_io_addr(&self, gpa: u64, len: u64) -> Result<u64, BadRange> {
+        if self.check(gpa, len).is_ok() {
+            return Ok(self.base + gpa);
+        }
+        match gpa.checked_add(len) {
+            Some(end) if gpa >= FILE_WINDOW_GPA && end <= FILE_WINDOW_GPA + FILE_WINDOW_SIZE => {
+                Ok(self.window + (gpa - FILE_WINDOW_GPA))
+            }
+            _ => Err(BadRange),
+        }
+    }
+
+    /// Host iovecs of guest ranges (guest RAM or the file window, see
+    /// [`Self::host_io_addr`]).
+    pub fn host_iovecs_checked(&self, list: &[IoVec]) -> Result<Vec<libc::iovec>, BadRange> {
+        list.iter()
+            .map(|v| {
+                Ok(libc::iovec {
+                    iov_base: self.host_io_addr(v.gpa, v.len)? as *mut libc::c_void,
+                    iov_len: v.len as usize,
+                })
+            })
+            .collect()
     }
 
     /// Bytes of guest RAM.
@@ -127,17 +214,16 @@ impl GuestRam {
     }
 
     /// Reads `count` iovecs at `gpa` (capped by `qlib::abi::MAX_IOVECS`) and
-    /// turns them into host iovecs after checking every range.
+    /// turns them into host iovecs after checking every range (guest RAM or
+    /// the file window).
     pub fn host_iovecs(&self, gpa: u64, count: u64) -> Result<Vec<libc::iovec>, BadRange> {
-        let base = self.host_base();
-        Ok(self
-            .ranges(gpa, count)?
-            .into_iter()
-            .map(|v| libc::iovec {
-                iov_base: (base + v.gpa) as *mut libc::c_void,
-                iov_len: v.len as usize,
-            })
-            .collect())
+        if count > qlib::abi::MAX_IOVECS {
+            return Err(BadRange);
+        }
+        let list = (0..count)
+            .map(|i| self.read::<IoVec>(gpa + i * size_of::<IoVec>() as u64))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.host_iovecs_checked(&list)
     }
 
     /// Reads a guest iovec list, every range checked against guest RAM.

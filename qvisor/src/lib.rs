@@ -7,6 +7,7 @@ mod boot;
 mod control;
 pub mod ctl;
 mod error;
+mod file_window;
 mod guest_mem;
 mod hibernate;
 mod hostcall;
@@ -22,19 +23,31 @@ use std::path::PathBuf;
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::Kvm;
 
+use qlib::abi::IoVec;
+
 use crate::boot::Program;
 use crate::control::ControlChannel;
 pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
 use crate::hibernate::{Hibernation, StateDir};
 use crate::hostcall::HostCalls;
+pub use crate::hostcall::Returned;
 pub use crate::program::read_program;
 
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
 static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));
 
-/// Default guest RAM: 256 MiB.
+/// Default guest RAM of `qrun do`: 256 MiB.
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// Guest RAM of an OCI container whose bundle sets no memory limit: the
+/// most the guest supports (2 GiB), as a runc container without a limit
+/// may use the host's memory. Guest RAM is `MAP_NORESERVE` and the guest
+/// touches only what it uses, so the size costs host memory only through
+/// KVM's per-memslot metadata (~2 MiB of kernel memory per GiB with
+/// shadow paging). Real functions (FunctionBench's video processing) are
+/// OOM-killed in 256 MiB.
+pub const DEFAULT_OCI_MEMORY: u64 = qlib::layout::MAX_MEM;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -111,6 +124,8 @@ pub struct RunReport {
     pub host_calls: u64,
     /// Bytes of guest memory returned to the host by reclaim.
     pub reclaimed: u64,
+    /// What the guest handed back on its own while the program ran.
+    pub returned: Returned,
 }
 
 /// A sandbox: a VM running one program.
@@ -129,10 +144,10 @@ impl Sandbox {
         let root = rootfs::Rootfs::open(&config.rootfs)
             .map_err(|e| VmmError::Rootfs(config.rootfs.display().to_string(), e))?;
         let launch = program::launch_in(&root, &config.program, &config.argv, &config.cwd)?;
-        let images = &launch.images;
+        // The images are mapped into the file window once the VM exists.
         let program = Program {
-            image: &images.program,
-            interp: images.interp.as_deref().unwrap_or(&[]),
+            image: IoVec::default(),
+            interp: IoVec::default(),
             argv: &launch.argv,
             envp: &config.env,
             execfn: &config.program,
@@ -172,13 +187,44 @@ impl Sandbox {
         // SAFETY: the region is our own guest-RAM mapping, which outlives the
         // VM (both live until this function returns, `vm` dropped first).
         unsafe { vm.set_user_memory_region(region) }.map_err(VmmError::Kvm)?;
+        let readonly = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
+        let window_region = kvm_userspace_memory_region {
+            slot: 1,
+            flags: if readonly {
+                kvm_bindings::KVM_MEM_READONLY
+            } else {
+                0
+            },
+            guest_phys_addr: qlib::layout::FILE_WINDOW_GPA,
+            memory_size: qlib::layout::FILE_WINDOW_SIZE,
+            userspace_addr: ram.window_host_base(),
+        };
+        // SAFETY: the region is the file-window reservation `ram` owns,
+        // which outlives the VM as guest RAM does.
+        unsafe { vm.set_user_memory_region(window_region) }.map_err(VmmError::Kvm)?;
+        // The program and its interpreter: read from the page cache through
+        // the window (`file_window`), not copied into guest RAM.
+        let mut window = file_window::FileWindow::default();
+        let mut map_image = |img: &program::Image| -> Result<IoVec, VmmError> {
+            let (gpa, len) = window.map(&ram, &img.file).map_err(|e| {
+                let errno = i32::try_from(-e.errno()).unwrap_or(libc::EINVAL);
+                VmmError::MapProgram(std::io::Error::from_raw_os_error(errno))
+            })?;
+            Ok(IoVec { gpa, len })
+        };
+        let program = Program {
+            image: map_image(&launch.images.program)?,
+            interp: match &launch.images.interp {
+                Some(i) => map_image(i)?,
+                None => IoVec::default(),
+            },
+            ..program
+        };
 
         let (entry, kernel_text) = boot::load_kernel(&ram, KERNEL_IMAGE)?;
         let cr3 = boot::build_page_tables(&ram)?;
         boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
-        // The images are in guest RAM now: their host copy (the size of the
-        // program, 6.6 MiB for python3) would otherwise stay in the VMM's
-        // heap for the sandbox's life, hibernated too.
+        // The images are mapped now: the files can close.
         drop(launch);
 
         let mut vcpu = vm.create_vcpu(0).map_err(VmmError::Kvm)?;
@@ -207,6 +253,7 @@ impl Sandbox {
             channel.clone(),
             config.stats,
         );
+        calls.set_file_window(window);
         if !config.private_abstract {
             calls.set_abstract_names(hostcall::AbstractNames::Shared);
         }
@@ -241,6 +288,7 @@ impl Sandbox {
             status,
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
+            returned: calls.returned,
         })
     }
 }

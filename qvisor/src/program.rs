@@ -5,20 +5,36 @@
 use crate::error::VmmError;
 use crate::rootfs::Rootfs;
 
-/// Largest program or interpreter image accepted.
-const MAX_PROGRAM: u64 = 64 << 20;
+/// Largest program or interpreter image accepted: what the file window
+/// holds (the guest maps the images from it, `crate::file_window`).
+const MAX_PROGRAM: u64 = qlib::layout::FILE_WINDOW_SIZE;
+
+/// Bytes of a program read for its checks: the ELF header, the
+/// program-header table and the `PT_INTERP` string lie there in every
+/// ELF linker output; the rest of the file is never read by the VMM.
+const HEAD_MAX: u64 = 64 << 10;
+
+/// An opened program or interpreter file and its first bytes.
+pub struct Image {
+    /// The first bytes of the file (at most [`HEAD_MAX`]).
+    pub head: Vec<u8>,
+    /// The file's size.
+    pub len: u64,
+    /// The file, for mapping into the file window.
+    pub file: std::fs::File,
+}
 
 /// The images the guest loads.
 pub struct Images {
     /// The program's ELF image.
-    pub program: Vec<u8>,
+    pub program: Image,
     /// Its interpreter's ELF image (`PT_INTERP`), for a dynamic program.
-    pub interp: Option<Vec<u8>>,
+    pub interp: Option<Image>,
 }
 
 /// Reads the program at host path `path` and checks it is an x86-64 ELF
 /// executable (static or dynamic; a dynamic one's interpreter is not read).
-pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
+pub fn read_program(path: &str) -> Result<Image, VmmError> {
     let io = |source| VmmError::ProgramIo {
         path: path.to_string(),
         source,
@@ -37,7 +53,7 @@ pub fn read_program(path: &str) -> Result<Vec<u8>, VmmError> {
         reason,
     };
     let image = read_capped(file).map_err(|e| e.into_error(io, bad))?;
-    qlib::elf::parse(&image).map_err(|e| bad(e.to_string()))?;
+    qlib::elf::parse_head(&image.head, image.len).map_err(|e| bad(e.to_string()))?;
     Ok(image)
 }
 
@@ -119,8 +135,8 @@ pub fn launch_in(
         };
         let file = open_in(root, name.as_bytes(), cwd).map_err(|e| who.io(e))?;
         let image = read_capped(file).map_err(|e| e.into_error(|e| who.io(e), |r| who.bad(r)))?;
-        let Some(sb) = shebang::parse(&image) else {
-            if let Some(reason) = bad_shebang(&image) {
+        let Some(sb) = shebang::parse(&image.head) else {
+            if let Some(reason) = bad_shebang(&image.head) {
                 return Err(who.bad(reason.into()));
             }
             let images = elf_images(root, &name, image, cwd, who)?;
@@ -174,12 +190,13 @@ fn bad_shebang(image: &[u8]) -> Option<&'static str> {
 fn elf_images(
     root: &Rootfs,
     path: &str,
-    program: Vec<u8>,
+    program: Image,
     cwd: &str,
     who: Who<'_>,
 ) -> Result<Images, VmmError> {
-    let info = qlib::elf::parse(&program).map_err(|e| who.bad(e.to_string()))?;
-    let Some(interp_path) = info.interp_bytes(&program) else {
+    let info =
+        qlib::elf::parse_head(&program.head, program.len).map_err(|e| who.bad(e.to_string()))?;
+    let Some(interp_path) = info.interp_bytes(&program.head) else {
         return Ok(Images {
             program,
             interp: None,
@@ -192,7 +209,8 @@ fn elf_images(
     };
     let file = open_in(root, interp_path, cwd).map_err(|e| iwho.io(e))?;
     let interp = read_capped(file).map_err(|e| e.into_error(|e| iwho.io(e), |r| iwho.bad(r)))?;
-    let iinfo = qlib::elf::parse(&interp).map_err(|e| iwho.bad(e.to_string()))?;
+    let iinfo =
+        qlib::elf::parse_head(&interp.head, interp.len).map_err(|e| iwho.bad(e.to_string()))?;
     if iinfo.interp.is_some() {
         return Err(iwho.bad("names an interpreter of its own".into()));
     }
@@ -237,10 +255,10 @@ impl ReadError {
     }
 }
 
-/// Reads a whole regular file of at most [`MAX_PROGRAM`] bytes that the
-/// program's user may execute (`EACCES` as from Linux's `execve`
+/// Reads the head of a regular file of at most [`MAX_PROGRAM`] bytes that
+/// the program's user may execute (`EACCES` as from Linux's `execve`
 /// otherwise: the guest runs with the VMM's ids).
-fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
+fn read_capped(mut file: std::fs::File) -> Result<Image, ReadError> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata().map_err(ReadError::Io)?;
@@ -264,16 +282,16 @@ fn read_capped(mut file: std::fs::File) -> Result<Vec<u8>, ReadError> {
     if meta.len() > MAX_PROGRAM {
         return Err(ReadError::Bad(format!("too large ({} bytes)", meta.len())));
     }
-    let mut image = Vec::with_capacity(meta.len() as usize);
-    // `take` caps a file that grows while it is read.
+    let mut head = Vec::with_capacity(meta.len().min(HEAD_MAX) as usize);
     (&mut file)
-        .take(MAX_PROGRAM + 1)
-        .read_to_end(&mut image)
+        .take(HEAD_MAX)
+        .read_to_end(&mut head)
         .map_err(ReadError::Io)?;
-    if image.len() as u64 > MAX_PROGRAM {
-        return Err(ReadError::Bad("too large".into()));
-    }
-    Ok(image)
+    Ok(Image {
+        head,
+        len: meta.len(),
+        file,
+    })
 }
 
 /// "a FIFO", "a socket" … for the file type bits of `mode`.
@@ -330,7 +348,9 @@ mod tests {
         let (dir, root) = rootfs("ok", Some(&real));
         let launch = launch_in(&root, "true", &[], "/").expect("loads");
         let _ = std::fs::remove_dir_all(dir);
-        assert_eq!(launch.images.interp.as_deref(), Some(&real[..]));
+        let interp = launch.images.interp.expect("an interpreter");
+        assert_eq!(interp.len, real.len() as u64);
+        assert_eq!(interp.head[..], real[..interp.head.len()]);
     }
 
     #[test]

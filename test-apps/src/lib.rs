@@ -26,6 +26,7 @@ pub const ALL: &[&str] = &[
     // print timings, so unlike the others their output varies by run.
     "bench_fault",
     "bench_hostcall",
+    "bench_procs",
     "bench_syscall",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
@@ -57,6 +58,9 @@ pub const ALL: &[&str] = &[
     // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
     "forkwait",
     "fileops",
+    // MAP_PRIVATE file pages from the page cache stay private (filemap).
+    "filemap_private",
+    "free_probe",
     "fileops_special",
     "hello",
     // Hibernation tests and bench: a 64 MiB pattern driven over stdin.
@@ -68,6 +72,7 @@ pub const ALL: &[&str] = &[
     "malloc_stress",
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
+    "pipes",
     "procfs",
     // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
     "procpid",
@@ -93,9 +98,12 @@ pub const ALL: &[&str] = &[
     // mknod/mkfifo, fallocate, memfd_create, msync, affinity, pipe sizes,
     // O_PATH, non-UTF-8 names; `container` mode: what root may not do.
     "surface2",
+    // pthreads, futexes, signals to threads, exec from a thread (threads).
+    "threads",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    "waits",
 ];
 
 /// The directory holding the built programs.

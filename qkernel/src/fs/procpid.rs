@@ -75,6 +75,9 @@ pub fn with_proc<R>(
         State::Running | State::Runnable => ('R', 0),
         State::Blocked => ('S', 0),
         State::Zombie(st) => ('Z', st.wait_status()),
+        // A leader whose thread ended while other threads go on: Linux
+        // shows it as a zombie too.
+        State::Dead(st) => ('Z', st.wait_status()),
     };
     let view = TaskView {
         pid,

@@ -3,11 +3,12 @@
 //! `madvise`. TLB work is batched: one flush per operation that removed or
 //! downgraded present mappings (not-present -> present needs none).
 
+use qlib::layout::in_file_window;
 use qlib::pte::{Pte, user_flags};
 
 use super::frames;
 use super::pagetable::PageTables;
-use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE, Vma, VmaKind, VmaSet};
+use super::vma::{FileBacking, PROT_EXEC, PROT_READ, PROT_WRITE, Vma, VmaKind, VmaSet};
 use crate::arch;
 use crate::errno::Errno;
 
@@ -71,13 +72,26 @@ impl AddrSpace {
         unsafe { self.pt.free() };
     }
 
-    /// Adds a VMA over a free range.
+    /// Adds an anonymous VMA over a free range.
     pub fn add_vma(&mut self, start: u64, end: u64, prot: u32, kind: VmaKind) {
         self.vmas.insert(Vma {
             start,
             end,
             prot,
             kind,
+            file: None,
+        });
+    }
+
+    /// Adds a VMA over a free range whose pages below `file.end` are file
+    /// pages in the window.
+    pub fn add_file_vma(&mut self, start: u64, end: u64, prot: u32, file: FileBacking) {
+        self.vmas.insert(Vma {
+            start,
+            end,
+            prot,
+            kind: VmaKind::Anon,
+            file: Some(file),
         });
     }
 
@@ -92,20 +106,65 @@ impl AddrSpace {
         Ok(())
     }
 
-    /// Maps a fresh zeroed page at every unmapped page of `[start, end)`,
-    /// which must lie in VMAs. Returns `ENOMEM` when out of pages.
+    /// Maps every unmapped page of `[start, end)`, which must lie in
+    /// VMAs: its file page read-only (see [`FileBacking`]), or a fresh
+    /// zeroed page. Returns `ENOMEM` when out of pages.
     pub fn populate(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        self.populate_inner(start, end, false)
+    }
+
+    /// [`Self::populate`], but file pages of writable VMAs are copied into
+    /// fresh pages (mapped writable).
+    pub fn populate_private(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        self.populate_inner(start, end, true)
+    }
+
+    /// Gives every present file page of `[start, end)` a private copy
+    /// (writable as its VMA allows), so the kernel may write into it.
+    pub fn make_private(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let mut flush = false;
         let mut va = start;
         while va < end {
-            let prot = self.vmas.find(va).map(|v| v.prot).ok_or(Errno::EFAULT)?;
+            let pte = self.pt.get(va);
+            if pte.present() && in_file_window(pte.addr()) {
+                let prot = self.vmas.find(va).map_or(0, |v| v.prot);
+                let copy = super::fault::copy_page(pte.addr()).ok_or(Errno::ENOMEM)?;
+                let leaf = self.pt.leaf(va, false).ok_or(Errno::EFAULT)?;
+                // SAFETY: `leaf` points into a live page-table page of ours.
+                unsafe { *leaf = Pte::new(copy, pte_flags(prot)).0 };
+                flush = true;
+            }
+            va += 4096;
+        }
+        if flush {
+            arch::flush_tlb();
+        }
+        Ok(())
+    }
+
+    fn populate_inner(&mut self, start: u64, end: u64, copy: bool) -> Result<(), Errno> {
+        let mut va = start;
+        while va < end {
+            let vma = self.vmas.find(va).ok_or(Errno::EFAULT)?;
+            let (prot, file) = (vma.prot, vma.file.and_then(|f| f.gpa(va)));
             let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
             // SAFETY: `leaf` points into a live page-table page of ours.
             let pte = Pte(unsafe { *leaf });
             // Swapped pages stay swapped: a fault reads them back.
             if pte.0 == 0 && prot != 0 {
-                let page = frames::alloc_zeroed().ok_or(Errno::ENOMEM)?;
+                let new = match file {
+                    Some(gpa) if copy && prot & PROT_WRITE != 0 => Pte::new(
+                        super::fault::copy_page(gpa).ok_or(Errno::ENOMEM)?,
+                        pte_flags(prot),
+                    ),
+                    Some(gpa) => Pte::new(gpa, pte_flags(prot) & !qlib::pte::WRITABLE),
+                    None => Pte::new(
+                        frames::alloc_zeroed().ok_or(Errno::ENOMEM)?,
+                        pte_flags(prot),
+                    ),
+                };
                 // SAFETY: as above.
-                unsafe { *leaf = Pte::new(page, pte_flags(prot)).0 };
+                unsafe { *leaf = new.0 };
             }
             va += 4096;
         }
@@ -186,8 +245,9 @@ impl AddrSpace {
                         // PROT_NONE: keep the page, make it inaccessible.
                         frames::put(pte.addr());
                         0
-                    } else if frames::user_refs(pte.addr()) > 1 {
-                        // Shared copy-on-write: writable on the next fault.
+                    } else if frames::user_refs(pte.addr()) > 1 || in_file_window(pte.addr()) {
+                        // Shared copy-on-write (or a file page): writable
+                        // on the next fault.
                         Pte::new(pte.addr(), pte_flags(prot) & !qlib::pte::WRITABLE).0
                     } else {
                         Pte::new(pte.addr(), pte_flags(prot)).0

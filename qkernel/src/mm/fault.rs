@@ -2,6 +2,7 @@
 //! ~8.5 µs here, so one fault maps a whole aligned window of pages of the
 //! VMA (not-present -> present needs no TLB flush).
 
+use qlib::layout::in_file_window;
 use qlib::pte::{Pte, WRITABLE};
 
 use super::{frames, gpa_to_kva};
@@ -47,25 +48,31 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
     if error & PF_PRESENT == 0 && mm.pt.get(page).swapped() {
         return super::swap::swap_in(mm, &vma, page);
     }
-    if error & PF_PRESENT != 0 {
+    if error & PF_PRESENT == 0 {
+        let window = FAULT_AROUND_PAGES * 4096;
+        let start = (page & !(window - 1)).max(vma.start);
+        let end = ((page & !(window - 1)) + window).min(vma.end);
+        // A write to a private file mapping: the window's file pages are
+        // copied straight into the empty PTEs (data segments are written
+        // all over; a read-only mapping first would cost a TLB flush per
+        // page on the next write).
+        if error & PF_WRITE != 0 && vma.file.is_some() {
+            return mm.populate_private(start, end).map_err(|_| FaultError::Oom);
+        }
+        return mm.populate(start, end).map_err(|_| FaultError::Oom);
+    }
+    {
         let leaf = mm.pt.leaf(page, false).ok_or(FaultError::Segv)?;
         // SAFETY: `leaf` points into a live page-table page.
         let pte = Pte(unsafe { *leaf });
         let gpa = pte.addr();
-        let shared = pte.present() && frames::user_refs(gpa) > 1;
+        // A file page is shared with the page cache: never written.
+        let shared = pte.present() && (frames::user_refs(gpa) > 1 || in_file_window(gpa));
         let mut flags = pte_flags(vma.prot);
         let new = if shared && error & PF_WRITE != 0 {
-            // Copy-on-write after fork: this space gets its own copy.
-            let copy = frames::alloc_zeroed().ok_or(FaultError::Oom)?;
-            // SAFETY: both are whole user pages in the direct map; `copy`
-            // is fresh and nobody else maps it.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    gpa_to_kva(gpa) as *const u8,
-                    gpa_to_kva(copy) as *mut u8,
-                    4096,
-                );
-            }
+            // Copy-on-write after fork, or a write to a private file
+            // page: this space gets its own copy.
+            let copy = copy_page(gpa).ok_or(FaultError::Oom)?;
             frames::put(gpa);
             copy
         } else {
@@ -80,10 +87,22 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         // SAFETY: as above.
         unsafe { *leaf = Pte::new(new, flags).0 };
         crate::arch::flush_tlb();
-        return Ok(());
+        Ok(())
     }
-    let window = FAULT_AROUND_PAGES * 4096;
-    let start = (page & !(window - 1)).max(vma.start);
-    let end = ((page & !(window - 1)) + window).min(vma.end);
-    mm.populate(start, end).map_err(|_| FaultError::Oom)
+}
+
+/// A fresh user page holding a copy of the page at `src` (a user page or
+/// a file-window page, both in the direct map); `None` when out of pages.
+pub fn copy_page(src: u64) -> Option<u64> {
+    let copy = frames::alloc_zeroed()?;
+    // SAFETY: both are whole pages in the direct map; `copy` is fresh and
+    // nobody else maps it.
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            gpa_to_kva(src) as *const u8,
+            gpa_to_kva(copy) as *mut u8,
+            4096,
+        );
+    }
+    Some(copy)
 }

@@ -519,7 +519,21 @@ pub fn hibernate(interrupted: bool) {
     );
     if interrupted {
         park();
+    } else {
+        HIBERNATED_WAIT.store(true, core::sync::atomic::Ordering::Release);
     }
+}
+
+/// Set when a hibernation was committed from inside a wait: the wait is
+/// reissued without its timeout, so that only what it waits on (or a wake,
+/// or a signal) wakes the sandbox; a deadline that passed meanwhile fires
+/// right after the wake.
+static HIBERNATED_WAIT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Whether a hibernation was committed from the wait that was cut short
+/// (clears it).
+pub fn take_hibernated() -> bool {
+    HIBERNATED_WAIT.swap(false, core::sync::atomic::Ordering::AcqRel)
 }
 
 /// Waits in the host, using no CPU, until the sandbox is woken (wake,

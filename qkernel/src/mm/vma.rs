@@ -25,6 +25,26 @@ pub enum VmaKind {
     Kernel,
 }
 
+/// File pages behind part of a VMA: host page-cache pages in the file
+/// window (`super::filemap`), mapped read-only; a write copies the page
+/// into guest RAM (`MAP_PRIVATE`). Both fields are absolute, so a VMA
+/// split keeps them unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileBacking {
+    /// The window GPA of user address `va` is `va.wrapping_add(delta)`.
+    pub delta: u64,
+    /// User addresses at or above this are past the file's end:
+    /// anonymous zero pages.
+    pub end: u64,
+}
+
+impl FileBacking {
+    /// The window page behind the user page `va`, if the file reaches it.
+    pub fn gpa(&self, va: u64) -> Option<u64> {
+        (va < self.end).then(|| va.wrapping_add(self.delta))
+    }
+}
+
 /// A mapped range `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Vma {
@@ -36,6 +56,8 @@ pub struct Vma {
     pub prot: u32,
     /// Kind.
     pub kind: VmaKind,
+    /// File pages behind it, if any.
+    pub file: Option<FileBacking>,
 }
 
 /// The VMAs of an address space.
@@ -107,6 +129,7 @@ impl VmaSet {
             && prev.end == vma.start
             && prev.prot == vma.prot
             && prev.kind == vma.kind
+            && prev.file == vma.file
         {
             self.map.remove(&prev.start);
             vma.start = prev.start;
@@ -114,6 +137,7 @@ impl VmaSet {
         if let Some(next) = self.map.get(&vma.end).copied()
             && next.prot == vma.prot
             && next.kind == vma.kind
+            && next.file == vma.file
         {
             self.map.remove(&next.start);
             vma.end = next.end;

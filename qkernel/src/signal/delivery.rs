@@ -71,6 +71,10 @@ fn bad_frame(what: &str, at: u64) -> ! {
 /// Default actions end the program here. One handler frame per return: the
 /// next signal goes at the return from the handler's `rt_sigreturn`.
 pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
+    if let Some(sig) = super::group_kill() {
+        log::info!("program killed by signal {sig}");
+        crate::task::exit_current(crate::task::Status::Killed(sig));
+    }
     while let Some((sig, info)) = take_next() {
         let act = process::with(|p| p.signals.actions[(sig - 1) as usize]);
         match act.handler {

@@ -24,7 +24,7 @@ pub use delivery::{deliver, sigreturn, suspend_with};
 
 use delivery::SUSPEND_MASK;
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
@@ -55,24 +55,127 @@ const SYNCHRONOUS: u64 = bit(SIGILL) | bit(SIGTRAP) | bit(SIGBUS) | bit(SIGFPE) 
 /// SIGURG, SIGWINCH.
 const DEFAULT_IGNORE: u64 = bit(17) | bit(18) | bit(23) | bit(28);
 
-/// Bit `n - 1` set: signal `n` is `SIG_IGN`.
+/// Bit `n - 1` set: signal `n` is `SIG_IGN` (the running thread group's
+/// dispositions, recomputed from its `SigAction`s when it is switched in).
 static IGNORED: AtomicU64 = AtomicU64::new(0);
 /// Bit `n - 1` set: a handler is installed for signal `n`.
 static HANDLED: AtomicU64 = AtomicU64::new(0);
-/// Bit `n - 1` set: signal `n` is pending.
+/// Bit `n - 1` set: signal `n` is pending for the running thread.
 static PENDING: AtomicU64 = AtomicU64::new(0);
-/// Bit `n - 1` set: signal `n` is blocked.
+/// Bit `n - 1` set: signal `n` is blocked by the running thread.
 static BLOCKED: AtomicU64 = AtomicU64::new(0);
 /// What each pending signal carries (index `n - 1`).
 static INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
+/// Process-directed signals pending for the running thread group: the
+/// first thread that does not block one takes it.
+static SHARED: AtomicU64 = AtomicU64::new(0);
+/// What each shared pending signal carries.
+static SHARED_INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
+/// A fatal signal for the whole running thread group (0: none): every
+/// thread of it ends at its next return to user mode (`deliver`).
+static GROUP_KILL: AtomicU32 = AtomicU32::new(0);
 
-/// The signal state of a task that is not running: the atomics above are
-/// the running task's, saved here and restored on a context switch
-/// (`task::sched`).
+/// The dispositions of a thread group as bit sets.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disp {
+    /// Bit `n - 1`: `SIG_IGN`.
+    pub ignored: u64,
+    /// Bit `n - 1`: a handler.
+    pub handled: u64,
+}
+
+impl Disp {
+    /// From the recorded `SigAction`s.
+    pub fn of(actions: &[crate::process::SigAction; 64]) -> Disp {
+        let mut d = Disp::default();
+        for (i, a) in actions.iter().enumerate() {
+            match a.handler {
+                0 => {}
+                1 => d.ignored |= 1 << i,
+                _ => d.handled |= 1 << i,
+            }
+        }
+        d
+    }
+
+    /// The running thread group's.
+    pub fn current() -> Disp {
+        Disp {
+            ignored: IGNORED.load(Ordering::Relaxed),
+            handled: HANDLED.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether `sig` is dropped at once (ignored, explicitly or by default).
+    pub fn ignores(&self, sig: u32) -> bool {
+        let ign = self.ignored | (DEFAULT_IGNORE & !self.handled);
+        sig != SIGKILL && ign & bit(sig) != 0
+    }
+
+    /// Whether `sig` runs a handler.
+    pub fn handles(&self, sig: u32) -> bool {
+        self.handled & bit(sig) != 0
+    }
+
+    /// Whether `sig`'s action ends the thread group when not blocked.
+    pub fn kills(&self, sig: u32) -> bool {
+        sig == SIGKILL || (!self.ignores(sig) && !self.handles(sig))
+    }
+}
+
+/// The process-directed pending signals of a thread group that does not
+/// run (kept in its `Process`).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupSig {
+    pub pending: u64,
+    pub info: [Info; 64],
+}
+
+impl GroupSig {
+    /// Nothing pending.
+    pub const fn new() -> GroupSig {
+        GroupSig {
+            pending: 0,
+            info: [Info::EMPTY; 64],
+        }
+    }
+
+    /// Makes `sig` pending for the group.
+    pub fn post(&mut self, sig: u32, info: Info) {
+        self.info[(sig - 1) as usize] = info;
+        self.pending |= bit(sig);
+    }
+}
+
+impl Default for GroupSig {
+    fn default() -> Self {
+        GroupSig::new()
+    }
+}
+
+/// Saves the running group's shared state into `g` (it is switched out).
+pub fn save_group(g: &mut GroupSig) {
+    g.pending = SHARED.swap(0, Ordering::AcqRel);
+    g.info = *SHARED_INFO.lock();
+}
+
+/// Makes a thread group the running one: its dispositions (from
+/// `actions`) and its shared pending set.
+pub fn load_group(actions: &[crate::process::SigAction; 64], g: &GroupSig) {
+    let d = Disp::of(actions);
+    IGNORED.store(d.ignored, Ordering::Relaxed);
+    HANDLED.store(d.handled, Ordering::Relaxed);
+    SHARED.store(g.pending, Ordering::Release);
+    *SHARED_INFO.lock() = g.info;
+    // A group killed by a signal never runs again: the mark was its own.
+    GROUP_KILL.store(0, Ordering::Relaxed);
+}
+
+/// The per-thread signal state of a task that is not running: the
+/// atomics above are the running thread's, saved here and restored on a
+/// context switch (`task::sched`).
 #[derive(Debug, Clone)]
 pub struct SigState {
-    pub ignored: u64,
-    pub handled: u64,
     pub pending: u64,
     pub blocked: u64,
     pub suspend_mask: u64,
@@ -80,8 +183,8 @@ pub struct SigState {
 }
 
 impl SigState {
-    /// A new task's state: the dispositions and blocked mask of the
-    /// running task, nothing pending (fork).
+    /// A new task's state: the blocked mask of the running thread,
+    /// nothing pending (fork, clone).
     pub fn inherit() -> SigState {
         SigState {
             pending: 0,
@@ -91,11 +194,9 @@ impl SigState {
         }
     }
 
-    /// The running task's state.
+    /// The running thread's state.
     pub fn save() -> SigState {
         SigState {
-            ignored: IGNORED.load(Ordering::Relaxed),
-            handled: HANDLED.load(Ordering::Relaxed),
             pending: PENDING.load(Ordering::Relaxed),
             blocked: BLOCKED.load(Ordering::Relaxed),
             suspend_mask: SUSPEND_MASK.load(Ordering::Relaxed),
@@ -103,41 +204,37 @@ impl SigState {
         }
     }
 
-    /// Makes this the running task's state.
+    /// Makes this the running thread's state.
     pub fn restore(&self) {
-        IGNORED.store(self.ignored, Ordering::Relaxed);
-        HANDLED.store(self.handled, Ordering::Relaxed);
         PENDING.store(self.pending, Ordering::Relaxed);
         BLOCKED.store(self.blocked, Ordering::Relaxed);
         SUSPEND_MASK.store(self.suspend_mask, Ordering::Relaxed);
         *INFO.lock() = self.info;
     }
 
-    /// Posts `sig` to this (not running) task. Returns `Fatal` when its
-    /// default action ends the task, `Wake` when it interrupts a wait.
-    pub fn post(&mut self, sig: u32, info: Info) -> Posted {
+    /// Posts `sig` to this (not running) thread of a group with
+    /// dispositions `d`. Returns `Fatal` when its default action ends the
+    /// group, `Wake` when it interrupts a wait.
+    pub fn post(&mut self, sig: u32, info: Info, d: Disp) -> Posted {
         let b = bit(sig);
-        let ignored = self.ignored | (DEFAULT_IGNORE & !self.handled);
-        if sig != SIGKILL && ignored & b != 0 {
+        if d.ignores(sig) {
             return Posted::Dropped;
         }
-        let handled = self.handled & b != 0;
-        if sig == SIGKILL || (!handled && self.blocked & b == 0) {
+        if sig == SIGKILL || (d.kills(sig) && self.blocked & b == 0) {
             return Posted::Fatal;
         }
         self.info[(sig - 1) as usize] = info;
         self.pending |= b;
-        if handled && self.blocked & b == 0 {
+        if self.takes(sig, d) {
             Posted::Wake
         } else {
             Posted::Queued
         }
     }
 
-    /// Whether `sig` is explicitly `SIG_IGN` (for SIGCHLD: children are
-    /// reaped automatically).
-    pub fn explicitly_ignores(&self, sig: u32) -> bool {
-        self.ignored & bit(sig) != 0
+    /// Whether `sig` would run a handler in this thread now.
+    pub fn takes(&self, sig: u32, d: Disp) -> bool {
+        d.handles(sig) && self.blocked & bit(sig) == 0
     }
 }
 
@@ -150,13 +247,8 @@ pub enum Posted {
     Queued,
     /// Pending and handled: a blocked task must wake.
     Wake,
-    /// The default action ends the task.
+    /// The default action ends the thread group.
     Fatal,
-}
-
-/// Whether the running task explicitly ignores `sig`.
-pub fn explicitly_ignored(sig: u32) -> bool {
-    IGNORED.load(Ordering::Relaxed) & bit(sig) != 0
 }
 
 /// The part of `siginfo_t` the kernel fills in.
@@ -224,6 +316,7 @@ pub fn set_disposition(sig: u32, handler: u64) {
     }
     if ign || (handler == 0 && DEFAULT_IGNORE & b != 0) {
         PENDING.fetch_and(!b, Ordering::AcqRel);
+        SHARED.fetch_and(!b, Ordering::AcqRel);
     }
 }
 
@@ -237,47 +330,88 @@ pub fn set_blocked(mask: u64) {
     BLOCKED.store(mask & !UNBLOCKABLE, Ordering::Relaxed);
 }
 
-/// The pending set.
+/// Whether the running thread group explicitly ignores `sig`.
+pub fn explicitly_ignored(sig: u32) -> bool {
+    IGNORED.load(Ordering::Relaxed) & bit(sig) != 0
+}
+
+/// The pending set: the running thread's and its group's.
 pub fn pending() -> u64 {
-    PENDING.load(Ordering::Acquire)
+    PENDING.load(Ordering::Acquire) | SHARED.load(Ordering::Acquire)
 }
 
-fn ignored(b: u64) -> bool {
-    let handled = HANDLED.load(Ordering::Relaxed);
-    let ignored = IGNORED.load(Ordering::Relaxed) | (DEFAULT_IGNORE & !handled);
-    ignored & b != 0
-}
-
-/// Makes `sig` pending with `info`. An ignored signal is dropped. A signal
-/// that is neither blocked nor handled takes its default action now (the
-/// program ends with 128 + N), as it would at its next return to user mode.
-pub fn send(sig: u32, info: Info) {
-    let b = bit(sig);
-    if sig != SIGKILL && ignored(b) {
-        return;
-    }
-    let handled = HANDLED.load(Ordering::Relaxed) & b != 0;
-    // Another process than init dies at its next return to user mode
-    // (`deliver`): this may run under the process lock.
-    if (sig == SIGKILL || (!handled && blocked() & b == 0)) && crate::task::current_pid() == 1 {
+/// The fatal signal that ends the running group (`send`): pid 1's group
+/// ends the sandbox at once, any other at the next return to user mode.
+pub fn kill_group(sig: u32) {
+    if crate::task::current_tgid() == 1 {
         log::info!("program killed by signal {sig}");
         hostcall::exit(128 + sig as i32);
+    }
+    GROUP_KILL.store(sig, Ordering::Release);
+}
+
+/// The group-wide fatal signal, if one was sent.
+pub fn group_kill() -> Option<u32> {
+    let s = GROUP_KILL.load(Ordering::Acquire);
+    (s != 0).then_some(s)
+}
+
+/// Sends process-directed `sig` with `info` to the running thread group.
+/// An ignored signal is dropped. A fatal one (neither handled nor
+/// ignored, and not blocked by every thread) ends the group (`kill_group`).
+/// Otherwise it goes into the group's pending set; if the running thread
+/// blocks it, a thread waiting in the kernel that takes it is woken.
+pub fn send(sig: u32, info: Info) {
+    let d = Disp::current();
+    if d.ignores(sig) {
+        return;
+    }
+    let b = bit(sig);
+    let mine = blocked() & b == 0;
+    if d.kills(sig) && (sig == SIGKILL || mine || crate::task::sibling_takes(sig, false)) {
+        kill_group(sig);
+        return;
+    }
+    SHARED_INFO.lock()[(sig - 1) as usize] = info;
+    SHARED.fetch_or(b, Ordering::AcqRel);
+    if !mine && d.handles(sig) {
+        crate::task::sibling_takes(sig, true);
+    }
+}
+
+/// Sends thread-directed `sig` with `info` to the running thread
+/// (`tkill`/`tgkill` to itself, `SIGPIPE`). A fatal one that the thread
+/// does not block ends the whole group.
+pub fn send_thread(sig: u32, info: Info) {
+    let d = Disp::current();
+    if d.ignores(sig) {
+        return;
+    }
+    let b = bit(sig);
+    if d.kills(sig) && (sig == SIGKILL || blocked() & b == 0) {
+        kill_group(sig);
+        return;
     }
     INFO.lock()[(sig - 1) as usize] = info;
     PENDING.fetch_or(b, Ordering::AcqRel);
 }
 
-/// Whether a signal is pending that would run a handler now: a blocking
-/// host call cut short by a control request then returns instead of being
-/// reissued (`hostcall::call`), and a syscall is not started.
+/// Whether a signal is pending that would run a handler now (or the
+/// group is being killed): a blocking host call cut short by a control
+/// request then returns instead of being reissued (`hostcall::call`), and
+/// a syscall is not started.
 pub fn interrupts() -> bool {
     pending() & !blocked() & HANDLED.load(Ordering::Relaxed) != 0
+        || GROUP_KILL.load(Ordering::Relaxed) != 0
 }
 
-/// Takes the next deliverable signal (synchronous ones first) and what it
-/// carries, clearing it from the pending set.
+/// Takes the next deliverable signal (synchronous ones first, the
+/// thread's own before the group's) and what it carries, clearing it from
+/// its pending set.
 fn take_next() -> Option<(u32, Info)> {
-    let ready = pending() & !blocked();
+    let own = PENDING.load(Ordering::Acquire) & !blocked();
+    let shared = SHARED.load(Ordering::Acquire) & !blocked();
+    let ready = own | shared;
     if ready == 0 {
         return None;
     }
@@ -286,9 +420,15 @@ fn take_next() -> Option<(u32, Info)> {
     } else {
         ready
     };
+    let pick = if pick & own != 0 { pick & own } else { pick };
     let sig = pick.trailing_zeros() + 1;
-    PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
-    Some((sig, INFO.lock()[(sig - 1) as usize]))
+    if own & bit(sig) != 0 {
+        PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
+        Some((sig, INFO.lock()[(sig - 1) as usize]))
+    } else {
+        SHARED.fetch_and(!bit(sig), Ordering::AcqRel);
+        Some((sig, SHARED_INFO.lock()[(sig - 1) as usize]))
+    }
 }
 
 /// Acts on the signals in `mask` (bit `n - 1` = signal `n`) sent from the
@@ -299,7 +439,7 @@ pub fn deliver_from_host(mask: u64) {
     while m != 0 {
         let sig = m.trailing_zeros() + 1;
         m &= m - 1;
-        if crate::task::current_pid() == 1 {
+        if crate::task::current_tgid() == 1 {
             send(sig, Info::user(SI_USER, 0, 0));
         } else {
             crate::task::signal_init_from_host(sig);
@@ -310,7 +450,7 @@ pub fn deliver_from_host(mask: u64) {
 /// `SIGPIPE` for a write to a pipe or socket whose reader is gone; the
 /// write itself fails with `EPIPE`.
 pub fn raise_sigpipe() {
-    send(SIGPIPE, Info::user(SI_USER, 1, 0));
+    send_thread(SIGPIPE, Info::user(SI_USER, 1, 0));
 }
 
 /// A synchronous fault: delivered to the handler if there is one and the

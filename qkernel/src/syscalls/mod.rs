@@ -4,9 +4,11 @@
 
 mod attrs;
 pub mod cputime;
+pub mod epoll_guest;
 mod rw;
 mod sys_exec;
 mod sys_file;
+mod sys_futex;
 mod sys_ids;
 mod sys_info;
 mod sys_kill;
@@ -117,7 +119,7 @@ pub static ENTRIES: &[Entry] = &[
     e(19, sys_file::readv, Full, ""),
     e(20, sys_file::writev, Full, ""),
     e(21, sys_stat::access, Full, ""),
-    e(22, sys_poll::pipe, Full, "host pipe"),
+    e(22, sys_poll::pipe, Full, "guest pipe"),
     e(23, sys_poll::select, Full, "waits in the VMM"),
     e(
         24,
@@ -186,7 +188,7 @@ pub static ENTRIES: &[Entry] = &[
         56,
         sys_task::sys_clone,
         Partial,
-        "no threads; CLONE_VM only with CLONE_VFORK (a copy)",
+        "threads; CLONE_VM without CLONE_THREAD only with CLONE_VFORK (a copy)",
     ),
     e(57, sys_task::sys_fork, Full, "copy-on-write"),
     e(58, sys_task::sys_vfork, Partial, "the child runs on a copy"),
@@ -196,7 +198,7 @@ pub static ENTRIES: &[Entry] = &[
         Full,
         "one thread; set-user-ID bits not honoured",
     ),
-    e(60, sys_task::sys_exit, Full, "one thread per process"),
+    e(60, sys_task::sys_exit, Full, "the calling thread"),
     e(
         61,
         sys_task::wait4,
@@ -325,7 +327,7 @@ pub static ENTRIES: &[Entry] = &[
         Full,
         "EPERM: no CAP_SYS_ADMIN",
     ),
-    e(186, sys_task::getpid, Full, "one thread per process"),
+    e(186, sys_task::gettid, Full, ""),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(193, sys_xattr::fd_xattr, Stub, "EOPNOTSUPP: no xattrs"),
@@ -336,12 +338,12 @@ pub static ENTRIES: &[Entry] = &[
     e(201, sys_time::time, Full, ""),
     e(
         202,
-        sys_proc::futex,
+        sys_futex::futex,
         Partial,
-        "one thread: WAKE wakes nobody, WAIT can only time out",
+        "no priority-inheritance ops (ENOSYS)",
     ),
-    e(203, sys_surface::sched_setaffinity, Full, "one vCPU"),
-    e(204, sys_proc::sched_getaffinity, Full, "one vCPU"),
+    e(203, sys_task::sched_setaffinity, Full, "one vCPU"),
+    e(204, sys_task::sched_getaffinity, Full, "one vCPU"),
     e(213, sys_poll::epoll_create, Full, ""),
     e(217, sys_file::getdents64, Full, ""),
     e(218, sys_proc::set_tid_address, Full, ""),
@@ -350,7 +352,7 @@ pub static ENTRIES: &[Entry] = &[
     e(228, sys_time::clock_gettime, Full, ""),
     e(229, sys_time::clock_getres, Full, ""),
     e(230, sys_time::clock_nanosleep, Full, ""),
-    e(231, sys_task::sys_exit, Full, ""),
+    e(231, sys_task::exit_group, Full, ""),
     e(232, sys_poll::epoll_wait, Full, "waits in the VMM"),
     e(
         233,
@@ -403,7 +405,7 @@ pub static ENTRIES: &[Entry] = &[
     e(290, sys_poll::eventfd2, Full, "host eventfd"),
     e(291, sys_poll::epoll_create1, Full, "host epoll"),
     e(292, sys_file::dup3, Full, ""),
-    e(293, sys_poll::pipe2, Full, "host pipe"),
+    e(293, sys_poll::pipe2, Full, "guest pipe"),
     e(295, sys_file::preadv, Full, ""),
     e(296, sys_file::pwritev, Full, ""),
     e(
@@ -425,6 +427,7 @@ pub static ENTRIES: &[Entry] = &[
     e(322, sys_exec::execveat, Full, "as execve"),
     e(332, sys_stat::statx, Full, ""),
     e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),
+    e(435, sys_task::clone3, Partial, "no pidfd, set_tid, cgroup"),
     e(439, sys_stat::faccessat2, Full, ""),
 ];
 

@@ -101,14 +101,20 @@ pub fn transfer(
     }
     match &file.backing {
         Backing::Special(s) => special(p, s, bufs, write),
+        Backing::Pipe(end) => crate::fs::pipe::transfer(p, end, bufs, write, file.nonblocking()),
         Backing::Host { fd, kind } => {
             let mut flags = if write { io::WRITE } else { 0 };
             // With other processes around, a pipe or socket that would
             // block parks this one instead of blocking the vCPU.
-            let park = !file.nonblocking()
-                && matches!(kind, HostKind::Pipe | HostKind::Socket)
-                && park::worthwhile();
-            if !file.nonblocking() && !park {
+            let pollable = matches!(kind, HostKind::Pipe | HostKind::Socket);
+            let stdin_like = *kind == HostKind::Stdio && !write;
+            let park = !file.nonblocking() && (pollable || stdin_like) && park::worthwhile();
+            if stdin_like && park && !park::rerun() {
+                // The host's stdio may be a blocking fd: wait for it to be
+                // readable first, then read it blocking.
+                return park::wait_on(&[(*fd, park::POLLIN)], park::deadline(None));
+            }
+            if !file.nonblocking() && (!park || stdin_like) {
                 flags |= io::BLOCK;
             }
             let r = host_transfer(p, bufs, write, |iov, done| {
@@ -118,6 +124,9 @@ pub fn transfer(
                 let events = if write { park::POLLOUT } else { park::POLLIN };
                 crate::task::request(crate::task::Action::Park(*fd, events));
                 return Ok(0);
+            }
+            if write && pollable && r.is_ok_and(|n| n > 0) {
+                park::wake_readers_of_peer(*fd);
             }
             if r == Err(Errno::EPIPE) && *kind != HostKind::File {
                 crate::signal::raise_sigpipe();

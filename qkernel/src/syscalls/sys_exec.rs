@@ -214,6 +214,7 @@ fn exec_at(
     crate::loader::vet(&image, interp.as_deref()).map_err(|_| Errno::ENOEXEC)?;
 
     // The point of no return.
+    crate::task::exec_single_thread();
     let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
     let envp: Vec<&[u8]> = envp.iter().map(Vec::as_slice).collect();
     exec::commit(

@@ -174,7 +174,7 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
             // SAFETY: the VMM wrote the buffer behind the compiler's back.
             unsafe { core::ptr::read_volatile(&buf) }
         }
-        Backing::Special(_) => kernel_statfs(&f.path),
+        Backing::Special(_) | Backing::Pipe(_) => kernel_statfs(&f.path),
     })
 }
 

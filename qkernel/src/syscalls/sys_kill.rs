@@ -6,10 +6,17 @@ use crate::hostcall;
 use crate::mm::uaccess;
 use crate::process::Process;
 use crate::signal;
+use crate::task::park;
 
 /// Waits in the host until a handled signal is pending (a signal whose
 /// default action ends the program ends it while we wait).
 fn wait_for_signal() -> SysResult {
+    if !signal::interrupts() && park::worthwhile() {
+        // Parked until a handled signal wakes it (`finish_syscall` then
+        // ends the call); the result is dropped.
+        park::wait_on(&[], park::deadline(None))?;
+        return Err(Errno::EAGAIN);
+    }
     while !signal::interrupts() {
         hostcall::sleep_until(u64::MAX);
     }
@@ -28,7 +35,11 @@ pub fn wait_mask(p: &mut Process, mask: u64, size: u64) -> Result<(), Errno> {
         return Err(Errno::EINVAL);
     }
     let m: u64 = uaccess::read(&mut p.mm, mask)?;
-    signal::suspend_with(m);
+    // Run again after a park: the mask is already in place (installing
+    // it again would lose the one to restore).
+    if !park::rerun() {
+        signal::suspend_with(m);
+    }
     if signal::interrupts() {
         return Err(Errno::ERESTARTNOHAND);
     }
@@ -47,6 +58,8 @@ pub fn rt_sigsuspend(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let mask: u64 = uaccess::read(&mut p.mm, a[0])?;
-    signal::suspend_with(mask);
+    if !park::rerun() {
+        signal::suspend_with(mask);
+    }
     wait_for_signal()
 }

@@ -12,8 +12,9 @@ use crate::fs::special::Special;
 use crate::fs::{Backing, HostKind, host};
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::addr_space::{MMAP_MIN, MMAP_TOP};
+use crate::mm::filemap;
 use crate::mm::page_up;
-use crate::mm::vma::VmaKind;
+use crate::mm::vma::{FileBacking, VmaKind};
 use crate::process::Process;
 
 const MAP_SHARED: u64 = 0x01;
@@ -75,14 +76,30 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 .ok_or(Errno::ENOMEM)?,
         }
     };
-    mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
-    if let Some((fd, off)) = source {
+    // A file's pages come from the host page cache when the window has
+    // room for it (read-only, copied on write); else they are read in.
+    let mapped = source.and_then(|(fd, off)| filemap::map(fd).ok().map(|m| (m, off)));
+    if let Some((m, off)) = mapped {
+        let file_len = page_up(m.size.saturating_sub(off)).unwrap_or(0).min(len);
+        let file = FileBacking {
+            delta: (m.gpa + off).wrapping_sub(start),
+            end: start + file_len,
+        };
+        mm.add_file_vma(start, start + len, prot as u32, file);
+        if flags & MAP_POPULATE != 0 {
+            mm.populate(start, start + len)?;
+        }
+    } else if let Some((fd, off)) = source {
+        mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
         if let Err(e) = read_file_into(mm, start, start + len, fd, off) {
             mm.unmap(start, start + len);
             return Err(e);
         }
-    } else if flags & MAP_POPULATE != 0 {
-        mm.populate(start, start + len)?;
+    } else {
+        mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
+        if flags & MAP_POPULATE != 0 {
+            mm.populate(start, start + len)?;
+        }
     }
     Ok(start as usize)
 }
@@ -90,9 +107,9 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// For a file mapping: the host fd and offset to read it from, or `None`
 /// when the mapping is anonymous after all (`/dev/zero`).
 ///
-/// Private mappings are copies made at map time (the file's later changes
-/// are not seen, which `MAP_PRIVATE` allows); shared mappings are only
-/// accepted read-only, with the same copy semantics.
+/// The pages are the host file's page-cache pages (`mm::filemap`), or,
+/// when the file window is full, copies made at map time; shared mappings
+/// are only accepted read-only.
 fn file_source(p: &Process, a: &[u64; 6]) -> Result<Option<(i32, u64)>, Errno> {
     let file = p.files.get(a[4])?;
     if a[5] & 0xfff != 0 {
@@ -216,7 +233,19 @@ pub fn mremap(p: &mut Process, a: &[u64; 6]) -> SysResult {
             .ok_or(Errno::ENOMEM)?
     };
     let keep = old_len.min(new_len);
-    mm.add_vma(dest, dest + new_len, vma.prot, vma.kind);
+    match vma.file {
+        // The file pages move with the mapping.
+        Some(f) => {
+            let end = if f.end <= old {
+                dest
+            } else {
+                dest.saturating_add(f.end - old)
+            };
+            let delta = f.delta.wrapping_add(old).wrapping_sub(dest);
+            mm.add_file_vma(dest, dest + new_len, vma.prot, FileBacking { delta, end });
+        }
+        None => mm.add_vma(dest, dest + new_len, vma.prot, vma.kind),
+    }
     mm.move_pages(old, dest, keep)?;
     mm.unmap(old, old_end);
     Ok(dest as usize)

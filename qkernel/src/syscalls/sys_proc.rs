@@ -3,7 +3,6 @@
 
 use crate::arch;
 use crate::errno::{Errno, SysResult};
-use crate::hostcall;
 use crate::mm::uaccess;
 use crate::process::Process;
 use crate::random;
@@ -123,15 +122,6 @@ pub fn prlimit64(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// `sched_getaffinity(pid, len, mask)`: one vCPU.
-pub fn sched_getaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    if a[1] < 8 || !a[1].is_multiple_of(8) {
-        return Err(Errno::EINVAL);
-    }
-    uaccess::write(&mut p.mm, a[2], &1u64)?;
-    Ok(8)
-}
-
 /// `sched_yield()`.
 pub fn sched_yield(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(0)
@@ -152,49 +142,4 @@ pub fn getrandom(p: &mut Process, a: &[u64; 6]) -> SysResult {
         done += n as u64;
     }
     Ok(len as usize)
-}
-
-const FUTEX_WAIT: u64 = 0;
-const FUTEX_WAKE: u64 = 1;
-const FUTEX_WAIT_BITSET: u64 = 9;
-const FUTEX_WAKE_BITSET: u64 = 10;
-const FUTEX_CMD_MASK: u64 = 0x7f;
-const FUTEX_CLOCK_REALTIME: u64 = 256;
-
-/// `futex(uaddr, op, val, timeout, ...)`: one thread, so nobody can wake a
-/// waiter; a wait with a matching value sleeps out its timeout.
-pub fn futex(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    match a[1] & FUTEX_CMD_MASK {
-        FUTEX_WAKE | FUTEX_WAKE_BITSET => Ok(0),
-        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let v: u32 = uaccess::read(&mut p.mm, a[0])?;
-            if v != a[2] as u32 {
-                return Err(Errno::EAGAIN);
-            }
-            if a[3] == 0 {
-                log::error!("futex wait with no timeout and no other thread: deadlock");
-                return Err(Errno::EINTR);
-            }
-            // A negative or malformed timeout is EINVAL (it used to be
-            // read as a wait of centuries: a hang).
-            let ns = super::sys_time::get_timespec(p, a[3])?;
-            let ns = if a[1] & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET {
-                // Absolute, on CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME.
-                let now = if a[1] & FUTEX_CLOCK_REALTIME != 0 {
-                    crate::time::realtime_ns()
-                } else {
-                    crate::time::monotonic_ns()
-                };
-                ns.saturating_sub(now)
-            } else {
-                ns
-            };
-            if hostcall::sleep_until(crate::time::monotonic_ns().saturating_add(ns)) {
-                Err(Errno::ETIMEDOUT)
-            } else {
-                Err(Errno::ERESTARTSYS)
-            }
-        }
-        _ => Err(Errno::ENOSYS),
-    }
 }

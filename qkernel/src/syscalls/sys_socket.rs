@@ -12,6 +12,7 @@ use crate::errno::{Errno, SysResult};
 use crate::fs::{Backing, File, HostKind, O_NONBLOCK, O_RDWR, host};
 use crate::mm::uaccess;
 use crate::process::Process;
+use crate::task::park;
 
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
@@ -59,6 +60,7 @@ pub fn socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// `socketpair(domain, type, protocol, sv)`.
 pub fn socketpair(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let pair = host::new_pair(new::SOCKETPAIR, a[0], a[1] & 0xf, a[2])?;
+    park::add_peers(pair[0], pair[1]);
     let f0 = install(p, pair[0], a[1])?;
     let f1 = install(p, pair[1], a[1])?;
     uaccess::write(&mut p.mm, a[3], &(f0 as i32))?;
@@ -128,8 +130,22 @@ pub fn bind(p: &mut Process, a: &[u64; 6]) -> SysResult {
 pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (f, fd) = sock(p, a[0])?;
     let mut addr = read_addr(p, a[1], a[2])?;
-    let block = if f.nonblocking() { 0 } else { io::BLOCK };
-    host::fd_op_addr(fdop::CONNECT, fd, &mut addr, block)
+    if f.nonblocking() {
+        return host::fd_op_addr(fdop::CONNECT, fd, &mut addr, 0);
+    }
+    if !park::worthwhile() {
+        return host::fd_op_addr(fdop::CONNECT, fd, &mut addr, io::BLOCK);
+    }
+    // Nonblocking connect, then wait for POLLOUT (a parked task); run
+    // again, connect completes (0) or reports why it failed, as Linux's
+    // second connect on a socket whose connection is in progress does.
+    match host::fd_op_addr(fdop::CONNECT, fd, &mut addr, 0) {
+        Err(Errno::EINPROGRESS) | Err(Errno::EALREADY) => {
+            park::wait_on(&[(fd, park::POLLOUT)], park::deadline(None))
+        }
+        Err(Errno::EISCONN) if park::rerun() => Ok(0),
+        r => r,
+    }
 }
 
 /// `listen(fd, backlog)`.
@@ -151,8 +167,18 @@ pub fn accept4(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let (f, fd) = sock(p, a[0])?;
     let mut addr = SockAddr::default();
-    let block = if f.nonblocking() { 0 } else { io::BLOCK };
-    let nfd = host::fd_op_addr(fdop::ACCEPT, fd, &mut addr, block)? as i32;
+    let park = !f.nonblocking() && park::worthwhile();
+    let block = if f.nonblocking() || park {
+        0
+    } else {
+        io::BLOCK
+    };
+    let nfd = match host::fd_op_addr(fdop::ACCEPT, fd, &mut addr, block) {
+        Err(Errno::EAGAIN) if park => {
+            return park::wait_on(&[(fd, park::POLLIN)], park::deadline(None));
+        }
+        r => r? as i32,
+    };
     let gfd = install(p, nfd, a[3])?;
     if let Err(e) = write_addr(p, a[1], a[2], &addr) {
         let _ = p.files.remove(gfd as u64);
@@ -217,13 +243,21 @@ fn send(
 ) -> SysResult {
     let (f, hfd) = sock(p, fd)?;
     let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
-    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+    let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
+    let park = blocking && park::worthwhile();
+    if blocking && !park {
         io_flags |= io::BLOCK;
     }
     let mut addr = addr;
     let r = host_transfer(p, bufs, true, |iov, _| {
         host::msg(hfd, iov, addr.as_mut(), io_flags)
     });
+    if park && r == Err(Errno::EAGAIN) {
+        return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
+    }
+    if r.is_ok_and(|n| n > 0) {
+        park::wake_readers_of_peer(hfd);
+    }
     if r == Err(Errno::EPIPE) && flags & MSG_NOSIGNAL == 0 {
         crate::signal::raise_sigpipe();
     }
@@ -239,14 +273,21 @@ fn recv(
 ) -> Result<(usize, SockAddr), Errno> {
     let (f, hfd) = sock(p, fd)?;
     let mut io_flags = (flags & !MSG_DONTWAIT) << 32;
-    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+    let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
+    let park = blocking && park::worthwhile();
+    if blocking && !park {
         io_flags |= io::BLOCK;
     }
     let mut addr = SockAddr::default();
-    let n = host_transfer(p, bufs, false, |iov, _| {
+    let r = host_transfer(p, bufs, false, |iov, _| {
         host::msg(hfd, iov, Some(&mut addr), io_flags)
-    })?;
-    Ok((n, addr))
+    });
+    if park && r == Err(Errno::EAGAIN) {
+        // The handler's result is dropped: it runs again once woken.
+        park::wait_on(&[(hfd, park::POLLIN)], park::deadline(None))?;
+        return Err(Errno::EAGAIN);
+    }
+    Ok((r?, addr))
 }
 
 /// `sendto(fd, buf, len, flags, addr, addrlen)`.

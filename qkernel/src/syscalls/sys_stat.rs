@@ -25,6 +25,13 @@ fn statx_file(p: &mut Process, f: &crate::fs::File) -> Result<[u8; STATX_SIZE], 
     match &f.backing {
         Backing::Host { fd, .. } => host::statx_fd(*fd),
         Backing::Special(s) => Ok(special::statx_open(p, s)),
+        Backing::Pipe(end) => Ok(crate::fs::stat::synthetic_statx(
+            crate::fs::stat::S_IFIFO | 0o600,
+            0,
+            (0, 0),
+            end.pipe.ino(),
+            p.ids,
+        )),
     }
 }
 

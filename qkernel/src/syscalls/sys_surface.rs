@@ -14,7 +14,6 @@ use crate::fs::path::{self, AT_FDCWD};
 use crate::fs::special::{self, Node};
 use crate::fs::stat::{S_IFDIR, S_IFMT};
 use crate::fs::{Backing, File, HostKind, O_RDWR, host};
-use crate::mm::uaccess;
 use crate::process::Process;
 
 const S_IFIFO: u32 = 0o010000;
@@ -160,23 +159,6 @@ pub fn chroot(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     log::warn!("chroot to another directory than / is not supported: EPERM");
     Err(Errno::EPERM)
-}
-
-/// `sched_setaffinity(pid, len, mask)`: one vCPU; a mask without it is
-/// `EINVAL`.
-pub fn sched_setaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    if a[0] != 0 && !crate::fs::procpid::exists(a[0] as u32) {
-        return Err(Errno::ESRCH);
-    }
-    if a[1] == 0 {
-        return Err(Errno::EINVAL);
-    }
-    let mut first = [0u8; 1];
-    uaccess::copy_in(&mut p.mm, a[2], &mut first)?;
-    if first[0] & 1 == 0 {
-        return Err(Errno::EINVAL);
-    }
-    Ok(0)
 }
 
 /// `F_SETPIPE_SZ`.

@@ -58,10 +58,81 @@ pub fn sys_clone(p: &mut Process, a: &[u64; 6]) -> SysResult {
     start(p, &args)
 }
 
-/// `exit(status)` and `exit_group(status)` (one thread per process).
+/// `exit(status)`: the calling thread ends (the last one ends the
+/// process).
 pub fn sys_exit(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    task::request(Action::ExitThread((a[0] & 0xff) as u8));
+    Ok(0)
+}
+
+/// `exit_group(status)`: every thread of the process ends.
+pub fn exit_group(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     task::request(Action::Exit(Status::Exited((a[0] & 0xff) as u8)));
     Ok(0)
+}
+
+/// `clone3(args, size)`: `struct clone_args` (flags, pidfd, child_tid,
+/// parent_tid, exit_signal, stack, stack_size, tls, then set_tid and
+/// cgroup, which must be unused).
+pub fn clone3(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    const CLONE_ARGS_SIZE_VER0: u64 = 64;
+    const CLONE_PIDFD: u64 = 0x1000;
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+    let size = a[1];
+    if !(CLONE_ARGS_SIZE_VER0..=4096).contains(&size) {
+        return Err(Errno::EINVAL);
+    }
+    let mut w = [0u64; 11];
+    for (i, v) in w.iter_mut().enumerate() {
+        if (i as u64 + 1) * 8 <= size {
+            *v = uaccess::read(&mut p.mm, a[0] + i as u64 * 8)?;
+        }
+    }
+    // Fields beyond the ones we know must be zero (E2BIG, as Linux).
+    let mut off = 88;
+    while off + 8 <= size {
+        let v: u64 = uaccess::read(&mut p.mm, a[0] + off)?;
+        if v != 0 {
+            return Err(Errno::E2BIG);
+        }
+        off += 8;
+    }
+    let [
+        flags,
+        _pidfd,
+        child_tid,
+        parent_tid,
+        exit_signal,
+        stack,
+        stack_size,
+        tls,
+        set_tid,
+        set_tid_size,
+        _cgroup,
+    ] = w;
+    if flags & 0xff != 0 || exit_signal > 64 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & (CLONE_PIDFD | CLONE_INTO_CGROUP) != 0 || set_tid != 0 || set_tid_size != 0 {
+        log::warn!("clone3 flags {flags:#x}: pidfd, cgroup and set_tid are not supported");
+        return Err(Errno::ENOSYS);
+    }
+    if (stack == 0) != (stack_size == 0) {
+        return Err(Errno::EINVAL);
+    }
+    let args = ForkArgs {
+        flags: flags | exit_signal,
+        stack: stack.wrapping_add(stack_size),
+        parent_tid,
+        child_tid,
+        tls,
+    };
+    start(p, &args)
+}
+
+/// `gettid()`.
+pub fn gettid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
+    Ok(task::current_pid() as usize)
 }
 
 /// `sched_yield()`: the other runnable tasks run first.
@@ -70,9 +141,9 @@ pub fn sched_yield(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// `getpid()`.
+/// `getpid()`: the thread group id.
 pub fn getpid(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
-    Ok(task::current_pid() as usize)
+    Ok(task::current_tgid() as usize)
 }
 
 /// `getppid()`: 0 for pid 1 (the sandbox has no parent).
@@ -204,24 +275,24 @@ pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
 }
 
-/// Sends `sig` (0: only checks) to process `pid`.
+/// Sends process-directed `sig` (0: only checks) to the process of task
+/// `pid` (a thread id names its process, as on Linux).
 fn send_one(p: &Process, pid: u32, sig: u64, code: i32) -> Result<(), Errno> {
-    let me = task::current_pid();
+    let me = task::current_tgid();
     let info = Info::user(code, me, p.ids[0]);
-    if pid == me {
-        if sig != 0 {
-            signal::send(sig as u32, info);
-        }
+    let g = if pid == me {
+        me
+    } else {
+        wait::group_of(pid).ok_or(Errno::ESRCH)?
+    };
+    if sig == 0 {
         return Ok(());
     }
-    if sig == 0 {
-        return if wait::exists(pid) {
-            Ok(())
-        } else {
-            Err(Errno::ESRCH)
-        };
+    if g == me {
+        signal::send(sig as u32, info);
+        return Ok(());
     }
-    wait::send_to_other(pid, sig as u32, info)
+    wait::send_to_group(g, sig as u32, info)
 }
 
 /// `kill(pid, sig)`: a process, our group (0), a group (-pgid) or every
@@ -231,7 +302,7 @@ pub fn kill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if sig != 0 && !signal::valid(sig) {
         return Err(Errno::EINVAL);
     }
-    let me = task::current_pid();
+    let me = task::current_tgid();
     let targets = match a[0] as i32 {
         n if n > 0 => {
             send_one(p, n as u32, sig, SI_USER)?;
@@ -258,7 +329,21 @@ pub fn kill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// `tkill(tid, sig)`: one thread per process, so tid = pid.
+/// Thread-directed `sig` to thread `tid`, which must belong to group `tgid`
+/// if given.
+fn send_tid(p: &Process, tgid: Option<u32>, tid: u32, sig: u64) -> Result<(), Errno> {
+    let g = wait::group_of(tid).ok_or(Errno::ESRCH)?;
+    if tgid.is_some_and(|t| t != g) {
+        return Err(Errno::ESRCH);
+    }
+    if sig == 0 {
+        return Ok(());
+    }
+    let info = Info::user(SI_TKILL, task::current_tgid(), p.ids[0]);
+    wait::send_to_thread(tid, sig as u32, info)
+}
+
+/// `tkill(tid, sig)`.
 pub fn tkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let tid = a[0] as i32;
     if tid <= 0 {
@@ -267,7 +352,7 @@ pub fn tkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[1] != 0 && !signal::valid(a[1]) {
         return Err(Errno::EINVAL);
     }
-    send_one(p, tid as u32, a[1], SI_TKILL)?;
+    send_tid(p, None, tid as u32, a[1])?;
     Ok(0)
 }
 
@@ -277,12 +362,43 @@ pub fn tgkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if g <= 0 || t <= 0 {
         return Err(Errno::EINVAL);
     }
-    if g != t {
-        return Err(Errno::ESRCH);
-    }
     if a[2] != 0 && !signal::valid(a[2]) {
         return Err(Errno::EINVAL);
     }
-    send_one(p, t as u32, a[2], SI_TKILL)?;
+    send_tid(p, Some(g as u32), t as u32, a[2])?;
     Ok(0)
+}
+
+/// `sched_getaffinity(pid, size, mask)`: one vCPU, CPU 0.
+pub fn sched_getaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    check_target(a[0])?;
+    if a[1] < 8 || !a[1].is_multiple_of(8) {
+        return Err(Errno::EINVAL);
+    }
+    uaccess::write(&mut p.mm, a[2], &1u64)?;
+    Ok(8)
+}
+
+/// `sched_setaffinity(pid, size, mask)`: a mask must include CPU 0, the
+/// only one (`EINVAL` otherwise, as Linux for a mask of no online CPU).
+pub fn sched_setaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    check_target(a[0])?;
+    if a[1] == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let mut first = [0u8; 1];
+    uaccess::copy_in(&mut p.mm, a[2], &mut first)?;
+    if first[0] & 1 == 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(0)
+}
+
+/// A `pid` argument of the scheduling calls: 0 (the caller) or a task.
+fn check_target(pid: u64) -> Result<(), Errno> {
+    if pid == 0 || wait::group_of(pid as u32).is_some() {
+        Ok(())
+    } else {
+        Err(Errno::ESRCH)
+    }
 }

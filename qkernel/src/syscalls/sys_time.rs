@@ -1,5 +1,5 @@
 //! Time syscalls, answered from the TSC (`time.rs`) without host calls;
-//! sleeping blocks the vCPU in the host.
+//! a lone task sleeps in the host, one among others parks (`task::park`).
 
 use crate::errno::{Errno, SysResult};
 use crate::hostcall;
@@ -88,6 +88,14 @@ pub fn time(p: &mut Process, a: &[u64; 6]) -> SysResult {
 fn sleep(p: &mut Process, ns: u64, rem: u64) -> SysResult {
     if ns == 0 {
         return Ok(0);
+    }
+    if crate::task::park::worthwhile() {
+        // Other tasks run meanwhile (`task::timers` wakes this one).
+        let deadline = crate::task::park::deadline(Some(ns));
+        if crate::task::park::expired(deadline) {
+            return Ok(0);
+        }
+        return crate::task::park::sleep(deadline, rem);
     }
     let deadline = time::monotonic_ns().saturating_add(ns);
     if hostcall::sleep_until(deadline) {

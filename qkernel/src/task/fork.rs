@@ -56,7 +56,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                 child.map_kernel_page(vma.start, mm.pt.get(vma.start).addr())?;
                 continue;
             }
-            child.add_vma(vma.start, vma.end, vma.prot, vma.kind);
+            child.vmas.insert(*vma);
             let mut va = vma.start;
             while va < vma.end {
                 let Some(mut leaf) = mm.pt.leaf(va, false) else {
@@ -127,8 +127,17 @@ fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
 /// is queued first, and the caller yields (`task::Action::Yield`) so it
 /// runs first; with `CLONE_VFORK` the caller waits for its exec or exit.
 pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
-    if a.flags & CLONE_THREAD != 0 || a.flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS) != 0 {
-        log::warn!("clone flags {:#x}: threads are not supported", a.flags);
+    if a.flags & CLONE_THREAD != 0 {
+        return new_thread(p, a);
+    }
+    if a.flags & CLONE_SIGHAND != 0 && a.flags & CLONE_VM == 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a.flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS) != 0 && a.flags & CLONE_VFORK == 0 {
+        log::warn!(
+            "clone flags {:#x}: shared files, fs or handlers without CLONE_THREAD are not supported",
+            a.flags
+        );
         return Err(Errno::ENOSYS);
     }
     // CLONE_VM | CLONE_VFORK (posix_spawn) runs as a vfork on a copy.
@@ -143,16 +152,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     if exit_signal > 64 {
         return Err(Errno::EINVAL);
     }
-    // The parent's syscall frame sits at the top of its kernel stack.
-    let top = switch::kernel_stack_top();
-    // SAFETY: this runs inside a syscall from user mode: the entry built a
-    // TrapFrame right below the kernel stack top.
-    let mut frame = unsafe { *((top - size_of::<TrapFrame>() as u64) as *const TrapFrame) };
-    frame.rax = 0;
-    if a.stack != 0 {
-        frame.rsp = a.stack;
-    }
-    let (kstack, kstack_top, rsp) = new_kstack(&frame)?;
+    let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
     let mm = cow_copy(&mut p.mm)?;
     let mut child = Process {
         mm,
@@ -171,18 +171,14 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         environ: p.environ.clone(),
         comm: p.comm,
         ids: p.ids,
+        shared_sig: crate::signal::GroupSig::new(),
+        name: p.name,
     };
     let mut fpu = Box::new(FpuState([0; 512]));
     fpu.save();
-    let me = current_pid();
+    let me = super::current_tgid();
     let mut k = KERNEL.lock();
-    // Pids count up to PID_MAX and wrap, skipping the ones in use (there
-    // are fewer than MAX_TASKS, so the loop ends).
-    let mut pid = k.next_pid;
-    while k.tasks.contains_key(&pid) {
-        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
-    }
-    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    let pid = alloc_pid(&mut k);
     if a.flags & CLONE_CHILD_SETTID != 0 {
         // As Linux, a bad address is ignored.
         let _ = uaccess::write(&mut child.mm, a.child_tid, &pid);
@@ -195,8 +191,10 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         Some(t) => (me, t.pgid, t.sid),
         None => (me, me, 1),
     };
+    let thread = child.thread_fields();
     let t = Task {
         pid,
+        tgid: pid,
         ppid,
         pgid,
         sid,
@@ -212,13 +210,107 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         gs_base: arch::gs_base(),
         fpu,
         proc: Some(child),
+        thread,
         sig: SigState::inherit(),
         exit_signal,
-        vfork_parent: (a.flags & CLONE_VFORK != 0).then_some(me),
+        vfork_parent: (a.flags & CLONE_VFORK != 0).then_some(current_pid()),
     };
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
     Ok(pid)
+}
+
+/// A free pid: pids count up to PID_MAX and wrap, skipping the ones in use
+/// (there are fewer than MAX_TASKS, so the loop ends).
+fn alloc_pid(k: &mut super::Kernel) -> u32 {
+    let mut pid = k.next_pid;
+    while k.tasks.contains_key(&pid) {
+        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    }
+    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    pid
+}
+
+/// The parent's syscall frame (at the top of its kernel stack) as the new
+/// task returns with it: RAX = 0, RSP = `stack` unless 0.
+fn child_frame(stack: u64) -> TrapFrame {
+    let top = switch::kernel_stack_top();
+    // SAFETY: this runs inside a syscall from user mode: the entry built a
+    // TrapFrame right below the kernel stack top.
+    let mut frame = unsafe { *((top - size_of::<TrapFrame>() as u64) as *const TrapFrame) };
+    frame.rax = 0;
+    if stack != 0 {
+        frame.rsp = stack;
+    }
+    frame
+}
+
+/// `clone` with `CLONE_THREAD`: a new thread of the running group, sharing
+/// its `Process` (memory, files, fs, handlers), with its own kernel stack,
+/// registers, TLS, FPU state, signal mask and per-thread fields. Queued
+/// first; the caller yields so it runs first, as a forked child does.
+fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
+    const NEEDED: u64 = CLONE_VM | CLONE_SIGHAND | CLONE_FS | CLONE_FILES;
+    if a.flags & (CLONE_VM | CLONE_SIGHAND) != CLONE_VM | CLONE_SIGHAND {
+        return Err(Errno::EINVAL);
+    }
+    if a.flags & NEEDED != NEEDED || a.flags & CLONE_VFORK != 0 {
+        log::warn!(
+            "clone flags {:#x}: a thread without shared fs or files",
+            a.flags
+        );
+        return Err(Errno::ENOSYS);
+    }
+    if KERNEL.lock().tasks.len() >= MAX_TASKS {
+        return Err(Errno::EAGAIN);
+    }
+    let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
+    let mut fpu = Box::new(FpuState([0; 512]));
+    fpu.save();
+    let g = super::current_tgid();
+    let mut k = KERNEL.lock();
+    let tid = alloc_pid(&mut k);
+    if a.flags & CLONE_CHILD_SETTID != 0 {
+        let _ = uaccess::write(&mut p.mm, a.child_tid, &tid);
+    }
+    if a.flags & CLONE_PARENT_SETTID != 0 {
+        let _ = uaccess::write(&mut p.mm, a.parent_tid, &tid);
+    }
+    let (ppid, pgid, sid) = match k.tasks.get(&g) {
+        Some(l) => (l.ppid, l.pgid, l.sid),
+        None => (0, g, 1),
+    };
+    let clear = if a.flags & CLONE_CHILD_CLEARTID != 0 {
+        a.child_tid
+    } else {
+        0
+    };
+    let t = Task {
+        pid: tid,
+        tgid: g,
+        ppid,
+        pgid,
+        sid,
+        state: State::Runnable,
+        kstack: Some(kstack),
+        kstack_top,
+        rsp,
+        fs_base: if a.flags & CLONE_SETTLS != 0 {
+            a.tls
+        } else {
+            arch::fs_base()
+        },
+        gs_base: arch::gs_base(),
+        fpu,
+        proc: None,
+        thread: crate::process::ThreadFields::new_thread(clear, p.name),
+        sig: SigState::inherit(),
+        exit_signal: 0,
+        vfork_parent: None,
+    };
+    k.tasks.insert(tid, Box::new(t));
+    k.runq.push_front(tid);
+    Ok(tid)
 }
 
 /// Whether the vfork child `child` has neither exec'd nor exited yet.

@@ -1,9 +1,12 @@
-//! Tasks: several processes on the one vCPU (docs/processes.md).
+//! Tasks: processes and threads on the one vCPU (docs/processes.md,
+//! docs/threads.md).
 //!
-//! A task is one single-threaded process. The running task's `Process`
-//! lives in `process::PROCESS` (so syscall handlers keep their
-//! `fn(&mut Process, ..)` shape) and its signal state in the `signal`
-//! atomics; a task that is not running keeps both in its [`Task`]. The
+//! A task is one thread; the tasks of a thread group share one `Process`.
+//! The running group's `Process` lives in `process::PROCESS` (so syscall
+//! handlers keep their `fn(&mut Process, ..)` shape) and the running
+//! thread's signal state in the `signal` atomics; a group that is not
+//! running keeps its `Process` in its leader's [`Task`], and a thread that
+//! is not running keeps its signal state in its own. The
 //! kernel is not preemptive: tasks switch only where one blocks (`wait4`,
 //! `vfork`), yields (after `fork`, so the child runs first) or exits.
 //!
@@ -11,9 +14,11 @@
 //! across a switch.
 
 pub mod fork;
+pub mod futex;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
+pub mod timers;
 pub mod wait;
 
 use alloc::boxed::Box;
@@ -67,13 +72,20 @@ pub enum State {
     Runnable,
     /// Waiting for a wake-up (a child's exit, a vfork child's exec).
     Blocked,
+    /// A thread group leader whose thread ended while other threads of
+    /// its group go on: it stays as the group's anchor (its pid is the
+    /// group's) and never runs again.
+    Dead(Status),
     /// Ended, not yet reaped.
     Zombie(Status),
 }
 
-/// One task (a single-threaded process).
+/// One task (a thread; a single-threaded process is a group of one).
 pub struct Task {
+    /// Thread id (the process id for a group leader).
     pub pid: u32,
+    /// Thread group id: the leader's pid.
+    pub tgid: u32,
     pub ppid: u32,
     pub pgid: u32,
     /// Session id.
@@ -88,8 +100,11 @@ pub struct Task {
     pub fs_base: u64,
     pub gs_base: u64,
     pub fpu: Box<FpuState>,
-    /// The process, while the task does not run.
+    /// The group's process, in the leader's task while no thread of the
+    /// group runs.
     pub proc: Option<Process>,
+    /// This thread's per-thread process fields while it does not run.
+    pub thread: crate::process::ThreadFields,
     /// The signal state, while the task does not run.
     pub sig: SigState,
     /// Signal sent to the parent at exit (SIGCHLD, or what `clone` said).
@@ -114,6 +129,8 @@ pub static KERNEL: Mutex<Kernel> = Mutex::new(Kernel {
 
 /// The running task's pid (1 before `init`).
 static CURRENT: AtomicU32 = AtomicU32::new(1);
+/// The running task's thread group id.
+static CURRENT_TGID: AtomicU32 = AtomicU32::new(1);
 
 /// Most tasks at once (a fork beyond this fails with `EAGAIN`).
 pub const MAX_TASKS: usize = 128;
@@ -123,8 +140,14 @@ pub fn current_pid() -> u32 {
     CURRENT.load(Ordering::Relaxed)
 }
 
-fn set_current(pid: u32) {
+/// The running task's thread group id (`getpid`).
+pub fn current_tgid() -> u32 {
+    CURRENT_TGID.load(Ordering::Relaxed)
+}
+
+fn set_current(pid: u32, tgid: u32) {
     CURRENT.store(pid, Ordering::Relaxed);
+    CURRENT_TGID.store(tgid, Ordering::Relaxed);
 }
 
 /// Registers the first program as pid 1, running on the boot stack.
@@ -132,6 +155,7 @@ pub fn init() {
     let mut k = KERNEL.lock();
     let t = Task {
         pid: 1,
+        tgid: 1,
         ppid: 0,
         pgid: 1,
         sid: 1,
@@ -143,18 +167,26 @@ pub fn init() {
         gs_base: 0,
         fpu: Box::new(FpuState([0; 512])),
         proc: None,
+        thread: crate::process::ThreadFields::new_thread(0, None),
         sig: SigState::save(),
         exit_signal: crate::signal::SIGCHLD,
         vfork_parent: None,
     };
     k.tasks.insert(1, Box::new(t));
-    set_current(1);
+    set_current(1, 1);
 }
 
-/// The parent of the running task (0 for pid 1).
+/// The parent of the running thread group (0 for pid 1).
 pub fn current_ppid() -> u32 {
     let k = KERNEL.lock();
-    k.tasks.get(&current_pid()).map_or(0, |t| t.ppid)
+    k.tasks.get(&current_tgid()).map_or(0, |t| t.ppid)
+}
+
+impl Task {
+    /// Whether the thread still runs or can run (not ended).
+    pub fn live(&self) -> bool {
+        !matches!(self.state, State::Zombie(_) | State::Dead(_))
+    }
 }
 
 /// The kernel PGDs of the processes that do not run (hibernation walks
@@ -165,11 +197,17 @@ pub fn other_pgds() -> Vec<u64> {
         log::warn!("task table busy: deflating the running process only");
         return Vec::new();
     };
-    k.tasks
+    // Only group leaders hold a process: threads sharing an address
+    // space are walked once.
+    let mut v: Vec<u64> = k
+        .tasks
         .values()
         .filter_map(|t| t.proc.as_ref())
         .map(|p| p.mm.pt.kernel_cr3())
-        .collect()
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// What the running syscall asks for once the process lock is released.
@@ -184,8 +222,13 @@ pub enum Action {
     Park(i32, i16),
     /// Sleep until the vfork child with this pid has exec'd or exited.
     Vfork(u32),
-    /// End the process.
+    /// End the thread group.
     Exit(Status),
+    /// End the running thread only (`exit`).
+    ExitThread(u8),
+    /// Sleep on a futex until woken, the deadline (monotonic ns,
+    /// `u64::MAX`: none) or a signal (`task::futex`).
+    Futex(u64),
 }
 
 static ACTION: Mutex<Action> = Mutex::new(Action::None);
@@ -211,6 +254,8 @@ pub fn finish_syscall(
                 return r;
             }
             Action::Exit(st) => exit_current(st),
+            Action::ExitThread(code) => wait::exit_thread(code),
+            Action::Futex(deadline) => return futex::sleep(deadline),
             Action::Block => {
                 sched::block_current()?;
                 if crate::signal::interrupts() {
@@ -221,12 +266,16 @@ pub fn finish_syscall(
             Action::Park(fd, events) => {
                 park::park(fd, events);
                 let blocked = sched::block_current();
-                park::unpark(current_pid());
-                blocked?;
+                park::woke();
+                if let Err(e) = blocked {
+                    park::rerun_done();
+                    return Err(e);
+                }
                 if crate::signal::interrupts() {
-                    return Err(Errno::ERESTARTSYS);
+                    return park::interrupted();
                 }
                 r = rerun();
+                park::rerun_done();
             }
             Action::Vfork(child) => {
                 while fork::vfork_pending(child) {
@@ -240,15 +289,42 @@ pub fn finish_syscall(
     }
 }
 
-/// Ends the running process with `st`: pid 1 ends the sandbox; any other
-/// becomes a zombie for its parent to reap. Must be called without the
-/// process lock.
+/// Ends the running thread group with `st`: pid 1's group ends the
+/// sandbox; any other becomes a zombie for its parent to reap (its other
+/// threads end at once). Must be called without the process lock.
 pub fn exit_current(st: Status) -> ! {
-    let pid = current_pid();
-    if pid == 1 {
+    if current_tgid() == 1 {
         crate::hostcall::exit(st.host_code());
     }
-    wait::exit_current(pid, st)
+    wait::exit_group(st)
+}
+
+/// `execve` past its point of no return in a thread group of several
+/// threads: the other threads end, and a caller that is not the leader
+/// takes the leader's tid (and its place as the parent's child). Runs
+/// under the process lock.
+pub fn exec_single_thread() {
+    let (me, g) = (current_pid(), current_tgid());
+    let mut k = KERNEL.lock();
+    wait::remove_threads(&mut k, g, me);
+    if me == g {
+        return;
+    }
+    let (Some(leader), Some(mut t)) = (k.tasks.remove(&g), k.tasks.remove(&me)) else {
+        log::error!("exec: thread {me} of group {g} without a leader");
+        return;
+    };
+    wait::detach(g);
+    t.pid = g;
+    t.ppid = leader.ppid;
+    t.pgid = leader.pgid;
+    t.sid = leader.sid;
+    t.exit_signal = leader.exit_signal;
+    t.vfork_parent = leader.vfork_parent;
+    k.tasks.insert(g, t);
+    set_current(g, g);
+    drop(k);
+    drop(leader);
 }
 
 /// A successful `execve`: a vfork parent may go on.
@@ -256,11 +332,36 @@ pub fn exec_done() {
     fork::release_vfork_parent(current_pid());
 }
 
-/// A host signal while another task than pid 1 runs: it goes to pid 1.
+/// A host signal while another group than pid 1's runs: it goes to pid 1.
 pub fn signal_init_from_host(sig: u32) {
-    let _ = wait::send_to_other(
+    let _ = wait::send_to_group(
         1,
         sig,
         crate::signal::Info::user(crate::signal::SI_USER, 0, 0),
     );
+}
+
+/// A process-directed `sig` to the running group that the running thread
+/// blocks: whether another live thread of the group does not block it;
+/// with `wake`, the first such thread that is blocked in the kernel and
+/// would run a handler is woken (its wait ends with EINTR or a restart).
+pub fn sibling_takes(sig: u32, wake: bool) -> bool {
+    let Some(mut k) = KERNEL.try_lock() else {
+        return false;
+    };
+    let (me, g) = (current_pid(), current_tgid());
+    let d = crate::signal::Disp::current();
+    let b = crate::signal::bit(sig);
+    let found = k
+        .tasks
+        .values()
+        .find(|t| t.tgid == g && t.pid != me && t.live() && t.sig.blocked & b == 0)
+        .map(|t| (t.pid, t.sig.takes(sig, d)));
+    if let Some((pid, takes)) = found
+        && wake
+        && takes
+    {
+        sched::wake(&mut k, pid);
+    }
+    found.is_some()
 }

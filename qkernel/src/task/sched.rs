@@ -41,6 +41,7 @@ pub fn wake(k: &mut Kernel, pid: u32) {
 
 /// The next runnable task in the queue, if any.
 fn pick(k: &mut Kernel) -> Option<u32> {
+    super::park::wake_deferred(k);
     while let Some(pid) = k.runq.pop_front() {
         if k.tasks
             .get(&pid)
@@ -56,6 +57,7 @@ fn pick(k: &mut Kernel) -> Option<u32> {
 pub fn yield_now() {
     let next = {
         let mut k = KERNEL.lock();
+        super::futex::expire(&mut k);
         let Some(next) = pick(&mut k) else { return };
         let me = current_pid();
         if let Some(t) = k.tasks.get_mut(&me) {
@@ -72,13 +74,22 @@ pub fn yield_now() {
 /// host meanwhile). `None`: nothing can ever run.
 fn next_task() -> Option<u32> {
     loop {
-        if let Some(next) = pick(&mut KERNEL.lock()) {
-            return Some(next);
+        {
+            let mut k = KERNEL.lock();
+            super::futex::expire(&mut k);
+            if let Some(next) = pick(&mut k) {
+                return Some(next);
+            }
         }
-        if !super::park::any() {
+        let futex_deadline = super::futex::next_deadline();
+        if super::park::any()
+            || futex_deadline != super::timers::NEVER
+            || super::timers::next_deadline() != super::timers::NEVER
+        {
+            super::park::idle_poll(futex_deadline);
+        } else {
             return None;
         }
-        super::park::idle_poll();
     }
 }
 
@@ -108,7 +119,7 @@ pub fn block_current() -> Result<(), Errno> {
     }
 }
 
-/// Leaves the exiting (zombie) current task for good.
+/// Leaves the exiting (zombie or dead) current task for good.
 pub fn leave_dead() -> ! {
     match next_task() {
         Some(next) => switch(next),
@@ -118,7 +129,11 @@ pub fn leave_dead() -> ! {
 }
 
 /// Switches from the current task to `next`. The current task's state has
-/// been set by the caller (Runnable and queued, Blocked or Zombie).
+/// been set by the caller (Runnable and queued, Blocked, Dead or Zombie).
+/// Between two threads of one group the `Process` stays in `PROCESS` (only
+/// its per-thread fields are swapped) and CR3 is not reloaded; to another
+/// group, the process goes back into its leader's task and the next
+/// group's comes out of its leader's.
 pub fn switch(next: u32) {
     let prev = current_pid();
     if prev == next {
@@ -127,15 +142,23 @@ pub fn switch(next: u32) {
         }
         return;
     }
-    let prev_proc = PROCESS.lock().take();
+    let mut pg = PROCESS.lock();
     let mut k = KERNEL.lock();
+    let Some(next_tgid) = k.tasks.get(&next).map(|t| t.tgid) else {
+        log::error!("switch to unknown task {next}");
+        return;
+    };
+    let prev_tgid = super::current_tgid();
+    let same = prev_tgid == next_tgid;
     let prev_rsp: *mut u64 = match k.tasks.get_mut(&prev) {
         Some(t) => {
             t.sig = crate::signal::SigState::save();
             t.fs_base = arch::fs_base();
             t.gs_base = arch::gs_base();
             t.fpu.save();
-            t.proc = prev_proc;
+            if let Some(p) = pg.as_ref() {
+                t.thread = p.thread_fields();
+            }
             addr_of_mut!(t.rsp)
         }
         None => {
@@ -143,26 +166,40 @@ pub fn switch(next: u32) {
             return;
         }
     };
+    if !same && let Some(mut p) = pg.take() {
+        crate::signal::save_group(&mut p.shared_sig);
+        match k.tasks.get_mut(&prev_tgid) {
+            Some(leader) => leader.proc = Some(p),
+            None => log::error!("switch: group {prev_tgid} has no leader"),
+        }
+    }
+    if !same {
+        let p = k.tasks.get_mut(&next_tgid).and_then(|l| l.proc.take());
+        if let Some(p) = p {
+            process::activate(&p.mm);
+            crate::signal::load_group(&p.signals.actions, &p.shared_sig);
+            *pg = Some(p);
+        }
+    }
     let Some(t) = k.tasks.get_mut(&next) else {
-        log::error!("switch to unknown task {next}");
         return;
     };
+    if let Some(p) = pg.as_mut() {
+        p.set_thread_fields(&t.thread);
+    }
+    drop(pg);
     t.state = State::Running;
     t.sig.restore();
     arch::set_fs_base(t.fs_base);
     arch::set_gs_base(t.gs_base);
     t.fpu.restore();
-    if let Some(p) = t.proc.take() {
-        process::activate(&p.mm);
-        *PROCESS.lock() = Some(p);
-    }
     switch::set_kernel_stack_top(t.kstack_top);
     // The return page's slots are readable by every process: the next
     // one must not see the previous one's registers. (Defence in depth:
     // a task resumed after a switch returns through the stub itself and
     // overwrites them, so no leak was observable in a test.)
     arch::user_return::clear_slots();
-    set_current(next);
+    set_current(next, next_tgid);
     let next_rsp = t.rsp;
     drop(k);
     // SAFETY: `prev_rsp` points into the boxed Task of `prev`, which stays

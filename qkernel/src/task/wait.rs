@@ -1,11 +1,14 @@
-//! Exit, zombies, `wait4`/`waitid` and signals to other processes.
+//! Exit (of a thread, of a thread group), zombies, `wait4`/`waitid` and
+//! signals to other threads and processes.
 
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 use super::{KERNEL, Kernel, State, Status, Task, sched};
 use crate::errno::Errno;
+use crate::mm::uaccess;
 use crate::process::{PROCESS, Process};
-use crate::signal::{self, Info, Posted, SIGCHLD};
+use crate::signal::{self, Disp, Info, Posted, SIGCHLD};
 
 /// Frees a process that no longer runs: its fds close, its pages go.
 pub fn free_process(p: Process) {
@@ -15,21 +18,52 @@ pub fn free_process(p: Process) {
     unsafe { mm.free() };
 }
 
-/// Turns task `pid` (not running, or the one exiting) into a zombie with
-/// `st`: its children go to pid 1, its parent gets its exit signal and
-/// is woken. Returns whether nobody will wait for it (SIGCHLD ignored).
+/// A task that ends or leaves: it no longer waits on a host fd or a
+/// futex.
+pub(super) fn detach(pid: u32) {
+    super::park::forget(pid);
+    super::futex::forget(pid);
+}
+
+/// Wakes every blocked thread of group `g` (a child exited: whichever
+/// waits in `wait4` runs it again; the others go back to sleep).
+fn wake_group(k: &mut Kernel, g: u32) {
+    let pids: Vec<u32> = k
+        .tasks
+        .values()
+        .filter(|t| t.tgid == g && t.state == State::Blocked)
+        .map(|t| t.pid)
+        .collect();
+    for p in pids {
+        sched::wake(k, p);
+    }
+}
+
+/// The dispositions of group `g`, which does not run.
+fn disp_of(k: &Kernel, g: u32) -> Disp {
+    k.tasks
+        .get(&g)
+        .and_then(|l| l.proc.as_ref())
+        .map(|p| Disp::of(&p.signals.actions))
+        .unwrap_or_default()
+}
+
+/// Turns group leader `pid` (not running, or the one exiting) into a
+/// zombie with `st`: its children go to pid 1, its parent gets its exit
+/// signal and is woken. Returns whether nobody will wait for it (SIGCHLD
+/// ignored).
 fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
     let Some(t) = k.tasks.get_mut(&pid) else {
         return false;
     };
     t.state = State::Zombie(st);
-    super::park::unpark(pid);
+    detach(pid);
     let ppid = t.ppid;
     let exit_signal = t.exit_signal;
     let vfork_parent = t.vfork_parent.take();
     let mut orphans_zombie = false;
     for c in k.tasks.values_mut() {
-        if c.ppid == pid {
+        if c.ppid == pid && c.pid != pid {
             c.ppid = 1;
             orphans_zombie |= matches!(c.state, State::Zombie(_));
         }
@@ -38,24 +72,27 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         sched::wake(k, vp);
     }
     if orphans_zombie {
-        sched::wake(k, 1);
+        wake_group(k, 1);
     }
-    let me = super::current_pid();
     let mut auto_reap = false;
-    if ppid == me {
-        // The parent is the running task (it killed its child).
+    if ppid == super::current_tgid() {
+        // The parent is the running group (it killed its child).
         if exit_signal == SIGCHLD && signal::explicitly_ignored(SIGCHLD) {
             auto_reap = true;
         } else if exit_signal != 0 {
             signal::send(exit_signal, child_info(pid, st));
         }
-    } else if let Some(parent) = k.tasks.get_mut(&ppid) {
-        if exit_signal == SIGCHLD && parent.sig.explicitly_ignores(SIGCHLD) {
+        wake_group(k, ppid);
+    } else if let Some(parent) = k.tasks.get_mut(&ppid)
+        && let Some(pp) = parent.proc.as_mut()
+    {
+        let d = Disp::of(&pp.signals.actions);
+        if exit_signal == SIGCHLD && d.ignored & signal::bit(SIGCHLD) != 0 {
             auto_reap = true;
-        } else if exit_signal != 0 {
-            let _ = parent.sig.post(exit_signal, child_info(pid, st));
+        } else if exit_signal != 0 && !d.ignores(exit_signal) {
+            pp.shared_sig.post(exit_signal, child_info(pid, st));
         }
-        sched::wake(k, ppid);
+        wake_group(k, ppid);
     }
     auto_reap
 }
@@ -73,8 +110,25 @@ pub fn cld(st: Status) -> (i32, i32) {
     }
 }
 
-/// The running task (not pid 1) exits with `st`.
-pub fn exit_current(pid: u32, st: Status) -> ! {
+/// Removes every thread of group `g` but the leader and `keep` (they do
+/// not run: the vCPU is this one's).
+pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
+    let pids: Vec<u32> = k
+        .tasks
+        .values()
+        .filter(|t| t.tgid == g && t.pid != g && t.pid != keep)
+        .map(|t| t.pid)
+        .collect();
+    for p in pids {
+        detach(p);
+        k.tasks.remove(&p);
+    }
+}
+
+/// The running thread group (not pid 1's) ends with `st`: its other
+/// threads go at once, its fds close, its leader becomes a zombie.
+pub fn exit_group(st: Status) -> ! {
+    let (me, g) = (super::current_pid(), super::current_tgid());
     let proc = PROCESS.lock().take();
     if let Some(mut p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
@@ -82,20 +136,85 @@ pub fn exit_current(pid: u32, st: Status) -> ! {
         drop(core::mem::take(&mut p.files));
         sched::set_dead(p);
     }
-    let auto = zombify(&mut KERNEL.lock(), pid, st);
-    if auto {
-        sched::set_auto_reap(pid);
+    let mut k = KERNEL.lock();
+    remove_threads(&mut k, g, me);
+    if me != g {
+        detach(me);
+        if let Some(t) = k.tasks.get_mut(&me) {
+            t.state = State::Dead(st);
+        }
+        if let Some(l) = k.tasks.get_mut(&g) {
+            l.kstack = None;
+        }
+        if zombify(&mut k, g, st) {
+            k.tasks.remove(&g);
+        }
+        sched::set_auto_reap(me);
+    } else if zombify(&mut k, me, st) {
+        sched::set_auto_reap(me);
     }
+    drop(k);
     sched::leave_dead()
 }
 
-/// Kills task `pid`, which is not running, with signal `sig`.
-fn kill_other(k: &mut Kernel, pid: u32, sig: u32) {
-    if pid == 1 {
+/// The running thread ends (`exit`): its `clear_child_tid` word is
+/// zeroed and its futex woken (`pthread_join`), its robust futexes are
+/// released. The last thread of a group ends the group.
+pub fn exit_thread(code: u8) -> ! {
+    let (me, g) = (super::current_pid(), super::current_tgid());
+    let (key, ctid) = {
+        let mut guard = PROCESS.lock();
+        match guard.as_mut() {
+            Some(p) => {
+                super::futex::release_robust(p, me);
+                let a = p.clear_child_tid;
+                if a != 0 {
+                    // As Linux, a bad address is ignored.
+                    let _ = uaccess::write(&mut p.mm, a, &0u32);
+                }
+                (p.mm.pt.kernel_cr3(), a)
+            }
+            None => (0, 0),
+        }
+    };
+    if ctid != 0 {
+        // Linux wakes the shared key; the private one too, for joiners
+        // that wait privately (a spurious wake-up is allowed there).
+        super::futex::wake((key, ctid | 1), 1, u32::MAX);
+        super::futex::wake((key, ctid), 1, u32::MAX);
+    }
+    let mut k = KERNEL.lock();
+    let others = k
+        .tasks
+        .values()
+        .any(|t| t.tgid == g && t.pid != me && t.live());
+    if !others {
+        let st = match k.tasks.get(&g).map(|l| l.state) {
+            Some(State::Dead(st)) => st,
+            _ => Status::Exited(code),
+        };
+        drop(k);
+        super::exit_current(st);
+    }
+    detach(me);
+    if let Some(t) = k.tasks.get_mut(&me) {
+        t.state = State::Dead(Status::Exited(code));
+    }
+    if me != g {
+        sched::set_auto_reap(me);
+    }
+    drop(k);
+    sched::leave_dead()
+}
+
+/// Kills thread group `g`, which is not running, with signal `sig`.
+fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
+    if g == 1 {
         log::info!("pid 1 killed by signal {sig}");
         crate::hostcall::exit(128 + sig as i32);
     }
-    let Some(t) = k.tasks.get_mut(&pid) else {
+    remove_threads(k, g, g);
+    let Some(t) = k.tasks.get_mut(&g) else {
         return;
     };
     let proc = t.proc.take();
@@ -103,22 +222,76 @@ fn kill_other(k: &mut Kernel, pid: u32, sig: u32) {
     if let Some(p) = proc {
         free_process(p);
     }
-    if zombify(k, pid, Status::Killed(sig)) {
-        k.tasks.remove(&pid);
+    if zombify(k, g, Status::Killed(sig)) {
+        k.tasks.remove(&g);
     }
 }
 
-/// Sends `sig` to task `pid`, which is not the running one.
-pub fn send_to_other(pid: u32, sig: u32, info: Info) -> Result<(), Errno> {
+/// The thread group of task `pid`.
+pub fn group_of(pid: u32) -> Option<u32> {
+    KERNEL.lock().tasks.get(&pid).map(|t| t.tgid)
+}
+
+/// Sends process-directed `sig` to thread group `g`, which is not the
+/// running one: it becomes pending for the group, and a thread that does
+/// not block it is woken if it runs a handler; a fatal one kills the
+/// group.
+pub fn send_to_group(g: u32, sig: u32, info: Info) -> Result<(), Errno> {
     let mut k = KERNEL.lock();
-    let t = k.tasks.get_mut(&pid).ok_or(Errno::ESRCH)?;
-    if matches!(t.state, State::Zombie(_)) {
+    let leader = k.tasks.get(&g).ok_or(Errno::ESRCH)?;
+    if matches!(leader.state, State::Zombie(_)) {
         return Ok(());
     }
-    match t.sig.post(sig, info) {
+    let d = disp_of(&k, g);
+    if d.ignores(sig) {
+        return Ok(());
+    }
+    let b = signal::bit(sig);
+    let taker = k
+        .tasks
+        .values()
+        .filter(|t| t.tgid == g && t.live() && t.sig.blocked & b == 0)
+        .map(|t| (t.pid, t.sig.takes(sig, d)))
+        .next();
+    if d.kills(sig) && (sig == signal::SIGKILL || taker.is_some()) {
+        kill_group_other(&mut k, g, sig);
+        return Ok(());
+    }
+    if let Some(p) = k.tasks.get_mut(&g).and_then(|l| l.proc.as_mut()) {
+        p.shared_sig.post(sig, info);
+    }
+    if let Some((pid, true)) = taker {
+        sched::wake(&mut k, pid);
+    }
+    Ok(())
+}
+
+/// Sends thread-directed `sig` (`tkill`, `tgkill`) to task `tid`.
+pub fn send_to_thread(tid: u32, sig: u32, info: Info) -> Result<(), Errno> {
+    if tid == super::current_pid() {
+        signal::send_thread(sig, info);
+        return Ok(());
+    }
+    let mut k = KERNEL.lock();
+    let t = k.tasks.get(&tid).ok_or(Errno::ESRCH)?;
+    if !t.live() {
+        return Ok(());
+    }
+    let g = t.tgid;
+    let running = g == super::current_tgid();
+    let d = if running {
+        Disp::current()
+    } else {
+        disp_of(&k, g)
+    };
+    let Some(t) = k.tasks.get_mut(&tid) else {
+        return Err(Errno::ESRCH);
+    };
+    match t.sig.post(sig, info, d) {
         Posted::Dropped | Posted::Queued => {}
-        Posted::Wake => sched::wake(&mut k, pid),
-        Posted::Fatal => kill_other(&mut k, pid, sig),
+        Posted::Wake => sched::wake(&mut k, tid),
+        Posted::Fatal if running => signal::kill_group(sig),
+        Posted::Fatal => kill_group_other(&mut k, g, sig),
     }
     Ok(())
 }
@@ -144,12 +317,12 @@ impl Which {
 /// A reaped (or, with `keep`, only looked-at) child: pid and status.
 /// `Ok(None)`: children exist, none has ended. `ECHILD`: no such child.
 pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status)>, Errno> {
-    let me = super::current_pid();
+    let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let mut any = false;
     let mut found = None;
     for t in k.tasks.values() {
-        if t.ppid != me || t.pid == me || !which.matches(t) {
+        if t.ppid != me || t.pid == me || t.pid != t.tgid || !which.matches(t) {
             continue;
         }
         any = true;
@@ -171,24 +344,19 @@ pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status)>, Errno> {
     Ok(found)
 }
 
-/// Whether process `pid` exists (zombies included).
-pub fn exists(pid: u32) -> bool {
-    KERNEL.lock().tasks.contains_key(&pid)
-}
-
 /// The process group of the running task.
 pub fn current_pgid() -> u32 {
     let k = KERNEL.lock();
-    k.tasks.get(&super::current_pid()).map_or(1, |t| t.pgid)
+    k.tasks.get(&super::current_tgid()).map_or(1, |t| t.pgid)
 }
 
-/// Every pid of process group `pgid` (all tasks for `None`), zombies
-/// excluded.
+/// Every pid of process group `pgid` (all processes for `None`), zombies
+/// and threads other than group leaders excluded.
 pub fn pids_of(pgid: Option<u32>) -> alloc::vec::Vec<u32> {
     let k = KERNEL.lock();
     k.tasks
         .values()
-        .filter(|t| !matches!(t.state, State::Zombie(_)))
+        .filter(|t| !matches!(t.state, State::Zombie(_)) && t.pid == t.tgid)
         .filter(|t| pgid.is_none_or(|g| t.pgid == g))
         .map(|t| t.pid)
         .collect()

@@ -207,6 +207,14 @@ impl ElfInfo {
 /// Parses and checks the executable `file` (the whole file); see the module
 /// doc for what is accepted.
 pub fn parse(file: &[u8]) -> Result<ElfInfo, ElfError> {
+    parse_head(file, u64::try_from(file.len()).unwrap_or(u64::MAX))
+}
+
+/// [`parse`] from the first bytes of a file of `file_len` bytes: `head`
+/// must hold the ELF header, the program-header table and the
+/// `PT_INTERP` string (a head that does not is reported as a cut-off
+/// file); segments are checked against `file_len`.
+pub fn parse_head(file: &[u8], file_len: u64) -> Result<ElfInfo, ElfError> {
     let ehdr = Ehdr::read(file)?;
     if ehdr.phentsize != PHENT_SIZE {
         return Err(ElfError::BadPhentsize(ehdr.phentsize));
@@ -214,7 +222,6 @@ pub fn parse(file: &[u8]) -> Result<ElfInfo, ElfError> {
     if ehdr.phnum > MAX_PHNUM {
         return Err(ElfError::TooManyProgramHeaders(ehdr.phnum));
     }
-    let file_len = u64::try_from(file.len()).unwrap_or(u64::MAX);
     let mut info = ElfInfo {
         e_type: ehdr.e_type,
         entry: ehdr.entry,

@@ -284,8 +284,9 @@ impl Hibernation {
     /// which it runs again only through [`Self::on_guest_resume`] (a
     /// blocking wait): if the sandbox is hibernated, the guest kernel's
     /// code pages (~250 KiB, identical to the image, which lies in the
-    /// qrun binary's page cache) go back to the host. Host-call arguments
-    /// never point into code. Pages that differ from the image are kept.
+    /// qrun binary's page cache) go back to the host, and so do the file
+    /// window's pages. Host-call arguments never point into code. Pages
+    /// that differ from the image are kept.
     pub fn before_wait(&self, ram: &GuestRam) {
         if !self.hold.load(Ordering::Acquire) || self.kernel_text.is_empty() {
             return;
@@ -294,6 +295,9 @@ impl Hibernation {
         if i.state != State::Hibernated || i.text_dropped {
             return;
         }
+        // Clean file pages are not swapped: they come back from the host's
+        // page cache when the guest touches them (`crate::file_window`).
+        ram.drop_window_pages();
         let unchanged = self
             .kernel_text
             .iter()
@@ -329,6 +333,11 @@ impl Hibernation {
         // A panic while holding the lock leaves consistent enough data (the
         // state is written last); keep going rather than cascade.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the guest is held until a wake (hibernated, or failed).
+    pub fn holds_guest(&self) -> bool {
+        self.hold.load(Ordering::Acquire)
     }
 
     /// The status for the control socket.

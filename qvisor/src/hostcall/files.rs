@@ -96,6 +96,26 @@ impl HostCalls<'_> {
         Ok(fd)
     }
 
+    /// `MapFile`: maps the regular file `fd` into the file window; writes
+    /// its size to the `u64` at `size_out`. Host stdio is never mapped.
+    pub(super) fn map_file(&mut self, fd: u64, size_out: u64) -> i64 {
+        let fd = match self.fds.check(fd) {
+            Ok(fd) if fd > 2 => fd,
+            Ok(_) => return -(libc::ENODEV as i64),
+            Err(e) => return e,
+        };
+        if self.ram.check_range(size_out, 8).is_err() {
+            return EFAULT;
+        }
+        match self.window.map(self.ram, &fd) {
+            Ok((gpa, size)) => match self.ram.write::<u64>(size_out, size) {
+                Ok(()) => gpa as i64,
+                Err(_) => EFAULT,
+            },
+            Err(e) => e.errno(),
+        }
+    }
+
     pub(super) fn close(&mut self, fd: u64) -> i64 {
         self.fds.close(fd)
     }

@@ -182,6 +182,11 @@ impl HostCalls<'_> {
             // SAFETY: `p` has `len` writable bytes.
             ret(unsafe { libc::accept4(fd, p, &mut len, TYPE_FLAGS) } as i64)
         });
+        if nfd < 0 {
+            // Already `-errno`, or `RET_RESTART` (a control request cut
+            // the wait short): `owned` would read a stale errno instead.
+            return Err(nfd);
+        }
         let nfd = owned(nfd)?;
         if addr_gpa != 0 {
             addr.len = len;

@@ -199,11 +199,11 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
 }
 
 /// Guest RAM from the memory limit: the limit itself, at most what the VMM
-/// supports; the default without one.
+/// supports; [`qvisor::DEFAULT_OCI_MEMORY`] without one.
 fn guest_memory(limit: Option<i64>) -> Result<u64, BundleError> {
     use qlib::layout::{MAX_MEM, MIN_MEM};
     let Some(limit) = limit.filter(|l| *l > 0) else {
-        return Ok(qvisor::DEFAULT_MEMORY);
+        return Ok(qvisor::DEFAULT_OCI_MEMORY);
     };
     let limit = u64::try_from(limit).unwrap_or(u64::MAX);
     if limit < MIN_MEM {
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn memory_limits_size_guest_ram() {
-        assert_eq!(guest_memory(None).ok(), Some(qvisor::DEFAULT_MEMORY));
+        assert_eq!(guest_memory(None).ok(), Some(qvisor::DEFAULT_OCI_MEMORY));
         assert_eq!(guest_memory(Some(128 << 20)).ok(), Some(128 << 20));
         assert_eq!(
             guest_memory(Some(64 << 30)).ok(),

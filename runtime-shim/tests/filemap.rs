@@ -1,0 +1,101 @@
+//! File pages from the host page cache (docs/memory.md): a file a sandbox
+//! maps is the VMM's read-only mapping of the host file (so sandboxes share
+//! its pages), and a write to a `MAP_PRIVATE` mapping of it stays in that
+//! mapping: the file, another mapping in the same sandbox, a child and
+//! another sandbox all still see the file's bytes.
+//!
+//! Needs /dev/kvm: without it the test says SKIPPED loudly, and fails
+//! under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::tmp::TempDir;
+use common::{qrun, require_kvm, run_sandboxed, stdout};
+
+/// `pid` and every process below it.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // Fields after the `(comm)`: state, ppid, ...
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if ppid == Some(parent) && !tree.contains(&p) {
+                tree.push(p);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+#[test]
+fn private_file_writes_stay_private_and_pages_come_from_the_host_file() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap");
+    let data = dir.path().join("data.bin");
+    let mut bytes = b"ORIG".to_vec();
+    bytes.resize(4096, b'x');
+    bytes.resize(8192, b'P');
+    std::fs::write(&data, &bytes).expect("write the data file");
+    let prog = test_apps::path("filemap_private");
+
+    // Sandbox A writes into its private mapping and holds it.
+    let mut a = Command::new(qrun())
+        .args(["do", "--"])
+        .arg(&prog)
+        .arg(&data)
+        .arg("hold")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start qrun do");
+    let mut out = BufReader::new(a.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut early = String::new();
+    while out.read_line(&mut line).expect("read A's stdout") > 0 && line != "written\n" {
+        early.push_str(&line);
+        line.clear();
+    }
+    assert_eq!(line, "written\n", "sandbox A: {early}");
+    assert!(!early.contains("FAIL"), "sandbox A: {early}");
+
+    // A's VMM maps the host file itself: the guest's pages are the page
+    // cache's, not copies in guest RAM.
+    let name = data.to_string_lossy().into_owned();
+    let mapped = process_tree(a.id()).iter().any(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/maps"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.ends_with(&name))
+    });
+    assert!(mapped, "no process of sandbox A maps {name}");
+
+    // While A holds its written copy, B and the host see the file's bytes.
+    let b = run_sandboxed(&prog, &[&name], &[]);
+    assert_eq!((b.status, stdout(&b)), (0, "ok\n".to_string()), "{b:?}");
+    assert_eq!(std::fs::read(&data).expect("read the data file"), bytes);
+
+    drop(a.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read A's stdout");
+    let status = a.wait().expect("wait for A");
+    assert_eq!(rest, "ok\n");
+    assert!(status.success(), "{status:?}");
+}

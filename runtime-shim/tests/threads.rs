@@ -1,0 +1,173 @@
+//! Threads in one sandbox (docs/threads.md): pthread create/join, mutexes
+//! and condition variables, raw futex operations and their timeouts,
+//! exit_group from a non-leader thread, signals to a process and to one
+//! thread, execve from a thread, hibernation of a two-thread process.
+//! Each case runs natively and in `qrun do`; stdout, stderr and exit
+//! status must match.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
+
+/// Runs `threads ARGS` natively and sandboxed; they must agree, the
+/// native output must not contain WRONG. Returns the native stdout.
+fn same(args: &[&str]) -> String {
+    let prog = test_apps::path("threads");
+    let native = run_native(&prog, args, &[]);
+    let text = stdout(&native);
+    assert!(
+        !text.contains("WRONG"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, args, &[]);
+    assert_same(&format!("threads {args:?}"), &native, &sandboxed);
+    text
+}
+
+#[test]
+fn pthread_checksum() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["checksum", "16"]);
+    assert!(out.contains("16 threads") && out.contains(" ok"), "{out}");
+    // In a forked child: threads of a group that is not pid 1's.
+    let out = same(&["child", "checksum", "8"]);
+    assert!(out.contains("child exited 0"), "{out}");
+}
+
+#[test]
+fn mutex_condvar_pingpong() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["pingpong"]);
+    assert_eq!(out, "pingpong: 2000 rounds\n");
+}
+
+#[test]
+fn futex_operations_and_timeouts() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["futex"]);
+    assert!(
+        out.contains("relative timeout: Connection timed out, in time")
+            || out.contains("relative timeout: Operation timed out, in time"),
+        "{out}"
+    );
+    assert!(out.contains("wake_op: 2, word now 1"), "{out}");
+}
+
+#[test]
+fn exit_group_from_a_thread() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("threads");
+    let native = run_native(&prog, &["exitgroup"], &[]);
+    assert_eq!(native.status, 7, "{native:?}");
+    let sandboxed = run_sandboxed(&prog, &["exitgroup"], &[]);
+    assert_same("threads exitgroup", &native, &sandboxed);
+    let out = same(&["child", "exitgroup"]);
+    assert_eq!(out, "child exited 7\n");
+}
+
+#[test]
+fn process_signal_handled_by_a_thread_that_does_not_block_it() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["sigproc"]);
+    assert_eq!(out, "handled by the worker: yes\npending in main: no\n");
+    let out = same(&["child", "sigproc"]);
+    assert!(out.ends_with("child exited 0\n"), "{out}");
+}
+
+#[test]
+fn tgkill_to_a_thread() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["tgkill"]);
+    assert!(out.contains("tgkill handled by the target: yes"), "{out}");
+    assert!(out.contains("tkill handled by the target: yes"), "{out}");
+    let out = same(&["child", "tgkill"]);
+    assert!(out.ends_with("child killed by signal 15\n"), "{out}");
+}
+
+#[test]
+fn execve_from_a_thread() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["exec"]);
+    assert_eq!(out, "exec'd: pid kept yes, tid = pid yes\n");
+    let out = same(&["child", "exec"]);
+    assert_eq!(out, "exec'd: pid kept yes, tid = pid yes\nchild exited 0\n");
+}
+
+#[test]
+fn thread_ids_affinity_names() {
+    if !require_kvm() {
+        return;
+    }
+    let out = same(&["misc"]);
+    assert!(out.contains("thread name: worker"), "{out}");
+}
+
+/// A two-thread process hibernated three times while one thread blocks on
+/// stdin and the other in pthread_join: the shared address space is
+/// walked once and both threads find their bytes intact.
+#[test]
+fn hibernate_two_threads() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let dir = common::tmp::TempDir::new("threadhib");
+    let socket = dir.join("ctl.sock");
+    let state = dir.join("state");
+    let mut child = common::qrun_do_controlled(&socket, &state)
+        .arg(test_apps::path("threads"))
+        .args(["hib", "12"])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qrun");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read");
+    assert_eq!(line, "ready\n");
+    common::wait_for_socket(&socket);
+    for i in 0..3 {
+        let st = common::ctl(&socket, "hibernate").expect("hibernate");
+        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
+        assert!(
+            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 20 << 20,
+            "cycle {i}: both threads' pages should leave: {st}"
+        );
+        common::ctl(&socket, "wake").expect("wake");
+    }
+    stdin.write_all(b"go\n").expect("write");
+    drop(stdin);
+    let rest: String = out.lines().map(|l| l.expect("line") + "\n").collect();
+    let res = child.wait_with_output().expect("wait");
+    assert_eq!(
+        line + &rest,
+        "ready\nworker: 0 bad bytes, main's: 0 bad bytes\nmain: 0 bad bytes\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    assert_eq!(common::shell_status(res.status), 0);
+}

@@ -1,0 +1,204 @@
+//! Armed waits and guest timers (docs/processes.md): a blocking call of
+//! one process (accept, connect, recv, poll, select, epoll_wait,
+//! nanosleep, pause) lets the others run, SIGALRM reaches the process that
+//! armed it, and a sandbox hibernates from any of these waits, stays
+//! hibernated through its timers and wakes on a connection. The `waits`
+//! test program does each; differential cases run natively too.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdout, Stdio};
+use std::time::Duration;
+
+use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
+
+fn waits() -> std::path::PathBuf {
+    test_apps::path("waits")
+}
+
+/// A TCP client and server in two processes of one sandbox, over
+/// loopback: the server's accept, poll, epoll_wait, select and recv park
+/// while the client runs. Without armed waits the server's accept blocks
+/// the vCPU and the client never connects (a deadlock).
+#[test]
+fn loopback_client_and_server_in_two_processes() {
+    if !require_kvm() {
+        return;
+    }
+    let native = run_native(&waits(), &["tcp"], &[]);
+    assert!(
+        stdout(&native).contains("server: client status 0"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&waits(), &["tcp"], &[]);
+    assert_same("waits tcp", &native, &sandboxed);
+}
+
+/// A child's nanosleep does not stop the parent, which computes meanwhile.
+#[test]
+fn nanosleep_lets_another_process_compute() {
+    if !require_kvm() {
+        return;
+    }
+    let native = run_native(&waits(), &["sleep"], &[]);
+    assert_eq!(stdout(&native), "slept and computed at once: yes\n");
+    let sandboxed = run_sandboxed(&waits(), &["sleep"], &[]);
+    assert_same("waits sleep", &native, &sandboxed);
+}
+
+/// ITIMER_REAL is per process: the child's SIGALRM goes to the child (the
+/// parent, which has no handler, would die of it), and the parent's own
+/// alarm() to the parent.
+#[test]
+fn sigalrm_reaches_the_process_that_armed_it() {
+    if !require_kvm() {
+        return;
+    }
+    let native = run_native(&waits(), &["alarm"], &[]);
+    assert!(
+        stdout(&native).contains("parent: own alarm handled"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&waits(), &["alarm"], &[]);
+    assert_same("waits alarm", &native, &sandboxed);
+}
+
+/// A sandbox under control, running `waits MODE`, which prints "port N".
+struct Server {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    socket: std::path::PathBuf,
+    port: u16,
+    _dir: common::tmp::TempDir,
+}
+
+impl Server {
+    fn start(mode: &str) -> Server {
+        let dir = common::tmp::TempDir::new(&format!("waits-{mode}"));
+        let socket = dir.join("ctl.sock");
+        let state = dir.join("state");
+        let mut child = common::qrun_do_controlled(&socket, &state)
+            .arg(waits())
+            .arg(mode)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn qrun");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read the port");
+        let port = line
+            .strip_prefix("port ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no port line: {line:?}"));
+        common::wait_for_socket(&socket);
+        Server {
+            child,
+            out,
+            socket,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn ctl(&self, req: &str) -> serde_json::Value {
+        common::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
+    }
+
+    /// Hibernates (the program waits somewhere) and checks the state.
+    fn hibernate(&self) -> serde_json::Value {
+        let st = self.ctl("hibernate");
+        assert_eq!(st["state"], "hibernated", "{st}");
+        st
+    }
+
+    /// Connects, sends a request, returns the answer.
+    fn request(&self) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(b"hello").expect("send");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).expect("answer");
+        answer
+    }
+
+    /// The rest of stdout and the exit status.
+    fn finish(mut self) -> (String, i32) {
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).expect("stdout");
+        let out = self.child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (rest, common::shell_status(out.status))
+    }
+}
+
+/// A plain blocking-accept() server (one process) hibernates and the
+/// connection wakes it; the answer comes from the woken program.
+#[test]
+fn blocking_accept_server_hibernates_and_answers() {
+    if !require_kvm() {
+        return;
+    }
+    let srv = Server::start("accept");
+    srv.hibernate();
+    assert_eq!(srv.request(), "accept server got 5 bytes\n");
+    let (rest, code) = srv.finish();
+    assert_eq!((rest.as_str(), code), ("", 0));
+}
+
+/// Three processes blocked in accept, read (a pipe) and wait4 hibernate
+/// together and are all woken by one connection.
+#[test]
+fn three_processes_hibernate_in_accept_read_and_wait4() {
+    if !require_kvm() {
+        return;
+    }
+    let srv = Server::start("accept3");
+    // Let both children reach their waits.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..2 {
+        srv.hibernate();
+        srv.ctl("wake");
+    }
+    srv.hibernate();
+    assert_eq!(srv.request(), "accept3 server got 5 bytes\n");
+    let (rest, _) = srv.finish();
+    assert_eq!(rest, "reader: 2 bytes from the pipe\nparent: reaped 2\n");
+}
+
+/// A server looping on poll(500 ms), as Python's serve_forever does, stays
+/// hibernated: its timeouts do not wake the sandbox (no swap fault, state
+/// hibernated after 5 s), and the connection does.
+#[test]
+fn poll_timeout_loop_stays_hibernated() {
+    if !require_kvm() {
+        return;
+    }
+    let srv = Server::start("pollserve");
+    let before = srv.hibernate();
+    std::thread::sleep(Duration::from_secs(5));
+    let st = srv.ctl("status");
+    assert_eq!(st["state"], "hibernated", "a timeout woke it: {st}");
+    assert_eq!(
+        st["swap_faults"], before["swap_faults"],
+        "the program ran while hibernated: {st}"
+    );
+    assert_eq!(st["hibernations"], before["hibernations"]);
+    assert_eq!(srv.request(), "poll server got 5 bytes\n");
+    let (rest, code) = srv.finish();
+    assert_eq!((rest.as_str(), code), ("", 0));
+}

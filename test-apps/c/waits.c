@@ -1,0 +1,353 @@
+/*
+ * waits MODE: blocking calls of one process while others run
+ * (docs/processes.md, "Armed waits").
+ *
+ *   tcp       a loopback TCP server (accept, poll, epoll_wait, select,
+ *             recv/send, read/write) and its client (connect, send, recv)
+ *             in two processes; prints what each side saw.
+ *   sleep     a child sleeps 600 ms in nanosleep while the parent computes
+ *             for 400 ms; the parent prints whether they overlapped.
+ *   alarm     a child arms ITIMER_REAL and blocks reading a pipe while
+ *             the parent (no SIGALRM handler: the signal would kill it)
+ *             computes; the child's handler must run (read: EINTR), the
+ *             parent must live; then the parent's own alarm().
+ *   accept    a server blocked in a plain accept(): prints "port N",
+ *             answers one connection and exits.
+ *   accept3   three processes: the parent waits in wait4, one child reads
+ *             a pipe, the other accepts; the connection's request is
+ *             passed through the pipe. Prints "port N" first.
+ *   pollserve a server looping on poll(listener, 500 ms) as Python's
+ *             serve_forever does; answers one connection and exits.
+ *   pingpong N  N one-byte round trips over two pipes between two
+ *             processes; prints the mean microseconds per round trip.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void die(const char *what)
+{
+	printf("%s: %s\n", what, strerror(errno));
+	fflush(stdout);
+	_exit(1);
+}
+
+/* A listener on 127.0.0.1 at an ephemeral port; *port gets it. */
+static int listener(int *port)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0)
+		die("socket");
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&a, sizeof a) < 0)
+		die("bind");
+	if (listen(s, 8) < 0)
+		die("listen");
+	socklen_t l = sizeof a;
+	getsockname(s, (struct sockaddr *)&a, &l);
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+/* Reads one request and answers it on `c`. */
+static void answer(int c, const char *who)
+{
+	char buf[256];
+	ssize_t n = read(c, buf, sizeof buf - 1);
+	if (n < 0)
+		die("read request");
+	buf[n] = 0;
+	char out[400];
+	int m = snprintf(out, sizeof out, "%s got %zd bytes\n", who, n);
+	if (write(c, out, m) != m)
+		die("write answer");
+}
+
+static int tcp(void)
+{
+	alarm(20); /* a deadlock ends the run instead of hanging it */
+	int port;
+	int s = listener(&port);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		close(s);
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
+			die("connect");
+		for (int i = 0; i < 5; i++) {
+			char msg[32], rep[64];
+			int m = snprintf(msg, sizeof msg, "ping %d", i);
+			if (send(c, msg, m, 0) != m)
+				die("send");
+			ssize_t n = recv(c, rep, sizeof rep - 1, 0);
+			if (n <= 0)
+				die("recv");
+			rep[n] = 0;
+			printf("client: %s\n", rep);
+		}
+		shutdown(c, SHUT_WR);
+		char rest[8];
+		printf("client: eof %zd\n", recv(c, rest, sizeof rest, 0));
+		fflush(stdout);
+		_exit(0);
+	}
+	int c = accept(s, NULL, NULL);
+	if (c < 0)
+		die("accept");
+	int ep = epoll_create1(0);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 7};
+	epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+	for (int i = 0;; i++) {
+		/* Each wait in turn: poll, epoll_wait, select. */
+		int r;
+		if (i % 3 == 0) {
+			struct pollfd p = {.fd = c, .events = POLLIN};
+			r = poll(&p, 1, 5000);
+		} else if (i % 3 == 1) {
+			struct epoll_event out;
+			r = epoll_wait(ep, &out, 1, 5000);
+			if (r == 1 && out.data.u32 != 7)
+				die("epoll data");
+		} else {
+			fd_set rd;
+			FD_ZERO(&rd);
+			FD_SET(c, &rd);
+			struct timeval tv = {5, 0};
+			r = select(c + 1, &rd, NULL, NULL, &tv);
+		}
+		if (r != 1) {
+			printf("server: wait %d returned %d\n", i, r);
+			break;
+		}
+		char buf[64];
+		ssize_t n = recv(c, buf, sizeof buf - 1, 0);
+		if (n <= 0) {
+			printf("server: eof after %d messages\n", i);
+			break;
+		}
+		buf[n] = 0;
+		char rep[96];
+		int m = snprintf(rep, sizeof rep, "pong (%s)", buf);
+		send(c, rep, m, 0);
+	}
+	close(c);
+	int st;
+	waitpid(pid, &st, 0);
+	printf("server: client status %d\n", WEXITSTATUS(st));
+	return 0;
+}
+
+static int sleeper(void)
+{
+	double t0 = now_ms();
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct timespec ts = {0, 600 * 1000000L};
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	/* 400 ms of work from when the parent runs again: if the child's
+	 * sleep held the vCPU, that is only after it. */
+	double t1 = now_ms();
+	volatile unsigned long x = 0;
+	while (now_ms() - t1 < 400)
+		x++;
+	int st;
+	waitpid(pid, &st, 0);
+	double total = now_ms() - t0;
+	printf("slept and computed at once: %s\n", total < 900 ? "yes" : "no");
+	if (total >= 900)
+		printf("(took %.0f ms)\n", total);
+	return 0;
+}
+
+static volatile sig_atomic_t got;
+static void on_alarm(int sig)
+{
+	(void)sig;
+	got = 1;
+}
+
+static int alarmer(void)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval it = {{0, 0}, {0, 200000}};
+		setitimer(ITIMER_REAL, &it, NULL);
+		/* Blocked in read while the parent computes: the timer fires
+		 * while the parent runs, and must still come here. */
+		char c;
+		ssize_t n = read(p[0], &c, 1);
+		printf("child: read %s, SIGALRM %s\n", n < 0 && errno == EINTR ? "EINTR" : "data",
+		       got ? "handled" : "missing");
+		fflush(stdout);
+		_exit(0);
+	}
+	double t1 = now_ms();
+	volatile unsigned long x = 0;
+	while (now_ms() - t1 < 400)
+		x++;
+	if (write(p[1], "x", 1) != 1)
+		die("write");
+	int st;
+	waitpid(pid, &st, 0);
+	printf("parent: alive, child exited %d\n", WEXITSTATUS(st));
+	/* alarm() in the parent: its own SIGALRM, to its handler. */
+	got = 0;
+	signal(SIGALRM, on_alarm);
+	alarm(1);
+	pause();
+	printf("parent: own alarm %s\n", got ? "handled" : "missing");
+	return 0;
+}
+
+static int accepter(void)
+{
+	int port;
+	int s = listener(&port);
+	printf("port %d\n", port);
+	fflush(stdout);
+	int c = accept(s, NULL, NULL);
+	if (c < 0)
+		die("accept");
+	answer(c, "accept server");
+	return 0;
+}
+
+static int accept3(void)
+{
+	int port;
+	int s = listener(&port);
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	pid_t reader = fork();
+	if (reader == 0) {
+		close(p[1]);
+		char buf[64];
+		ssize_t n = read(p[0], buf, sizeof buf - 1);
+		printf("reader: %zd bytes from the pipe\n", n);
+		fflush(stdout);
+		_exit(0);
+	}
+	pid_t acc = fork();
+	if (acc == 0) {
+		close(p[0]);
+		int c = accept(s, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		answer(c, "accept3 server");
+		if (write(p[1], "go", 2) != 2)
+			die("write pipe");
+		_exit(0);
+	}
+	close(p[0]);
+	close(p[1]);
+	close(s);
+	printf("port %d\n", port);
+	fflush(stdout);
+	int st, n = 0;
+	while (wait(&st) > 0)
+		n++;
+	printf("parent: reaped %d\n", n);
+	return 0;
+}
+
+static int pollserve(void)
+{
+	int port;
+	int s = listener(&port);
+	printf("port %d\n", port);
+	fflush(stdout);
+	for (;;) {
+		struct pollfd p = {.fd = s, .events = POLLIN};
+		int r = poll(&p, 1, 500);
+		if (r < 0 && errno != EINTR)
+			die("poll");
+		if (r == 1)
+			break;
+	}
+	int c = accept(s, NULL, NULL);
+	if (c < 0)
+		die("accept");
+	answer(c, "poll server");
+	return 0;
+}
+
+static int pingpong(int n)
+{
+	int a[2], b[2];
+	if (pipe(a) < 0 || pipe(b) < 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		for (int i = 0; i < n; i++) {
+			if (read(a[0], &c, 1) != 1 || write(b[1], &c, 1) != 1)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	double t0 = now_ms();
+	char c = 'x';
+	for (int i = 0; i < n; i++) {
+		if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1)
+			die("pingpong");
+	}
+	double t = now_ms() - t0;
+	int st;
+	waitpid(pid, &st, 0);
+	printf("%.2f us per round trip\n", t * 1000 / n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	const char *m = argc > 1 ? argv[1] : "";
+	if (!strcmp(m, "tcp"))
+		return tcp();
+	if (!strcmp(m, "sleep"))
+		return sleeper();
+	if (!strcmp(m, "alarm"))
+		return alarmer();
+	if (!strcmp(m, "accept"))
+		return accepter();
+	if (!strcmp(m, "accept3"))
+		return accept3();
+	if (!strcmp(m, "pollserve"))
+		return pollserve();
+	if (!strcmp(m, "pingpong"))
+		return pingpong(argc > 2 ? atoi(argv[2]) : 1000);
+	fprintf(stderr, "usage: waits tcp|sleep|alarm|accept|accept3|pollserve|pingpong N\n");
+	return 2;
+}
