@@ -123,6 +123,9 @@ const PROC_SUPER_MAGIC: u64 = 0x9fa0;
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 const SYSFS_MAGIC: u64 = 0x6265_6572;
 
+/// Linux's `PIPEFS_MAGIC`: the filesystem of guest pipes.
+const PIPEFS_MAGIC: u64 = 0x5049_5045;
+
 /// The `struct statfs` of the kernel's own filesystem holding absolute
 /// path `abs` (`/proc`, `/dev` or `/sys`).
 fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
@@ -133,6 +136,11 @@ fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
     } else {
         (TMPFS_MAGIC, false)
     };
+    statfs_buf(magic, ro)
+}
+
+/// A `struct statfs` of a kernel filesystem with `magic`.
+fn statfs_buf(magic: u64, ro: bool) -> [u8; STATFS_SIZE] {
     let mut b = [0u8; STATFS_SIZE];
     // f_type, f_bsize; blocks and files 0; f_namelen 255 at 64, f_frsize
     // at 72, f_flags at 80 (ST_VALID 0x20, ST_RDONLY, ST_NOSUID ...).
@@ -174,7 +182,8 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
             // SAFETY: the VMM wrote the buffer behind the compiler's back.
             unsafe { core::ptr::read_volatile(&buf) }
         }
-        Backing::Special(_) | Backing::Pipe(_) => kernel_statfs(&f.path),
+        Backing::Special(_) => kernel_statfs(&f.path),
+        Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
     })
 }
 
