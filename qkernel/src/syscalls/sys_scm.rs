@@ -6,7 +6,10 @@
 //! file (status flags, path, kind): each file sent is kept in a small
 //! in-flight list, keyed by its host inode, until a receive finds it (the
 //! new host fd is then closed); a file from outside the sandbox becomes a
-//! new open file of the kind its host mode says.
+//! new open file of the kind its host mode says. The kernel's own files
+//! (guest pipes, `/dev/null`) have no host fd: a host memfd stands in for
+//! each on the wire, so they pass between the sandbox's processes (a
+//! receiver outside the sandbox gets an empty memfd).
 //!
 //! `SCM_CREDENTIALS` is not passed (an outgoing one is checked and
 //! dropped); other control messages get `EINVAL`, as on a Unix socket.
@@ -81,14 +84,7 @@ pub fn rights_to_send(p: &mut Process, msg_va: u64) -> Result<Option<Vec<Arc<Fil
             (SOL_SOCKET, SCM_RIGHTS) => {
                 for c in h[CMSG_HDR..clen].chunks_exact(4) {
                     let fd = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    let f = p.files.get(fd as u32 as u64)?.clone();
-                    if f.host_fd().is_none() {
-                        // The kernel's own files (/dev/null, /proc files)
-                        // have no host fd to pass.
-                        log::warn!("SCM_RIGHTS of a kernel file: EOPNOTSUPP");
-                        return Err(Errno::EOPNOTSUPP);
-                    }
-                    files.push(f);
+                    files.push(p.files.get(fd as u32 as u64)?.clone());
                 }
             }
             (SOL_SOCKET, SCM_CREDENTIALS) => {
@@ -138,10 +134,32 @@ pub fn send_with_rights(
         ..MsgFds::default()
     };
     let mut keys = Vec::with_capacity(files.len());
+    // Stand-ins for the kernel's own files (guest pipes, /dev/null):
+    // a host memfd each, whose inode keys the file in flight. Closed once
+    // sent (the socket holds its own reference).
+    let mut tokens = Vec::new();
     for (i, file) in files.iter().enumerate() {
-        let hf = file.host_fd().ok_or(Errno::EBADF)?;
+        let hf = match file.host_fd() {
+            Some(hf) => hf,
+            None => match host::new_fd(qlib::io_abi::new::MEMFD, 0, 0, 0) {
+                Ok(t) => {
+                    tokens.push(t);
+                    t
+                }
+                Err(e) => {
+                    tokens.iter().for_each(|&t| host::close(t));
+                    return Err(e);
+                }
+            },
+        };
         ctl.fds[i] = hf;
-        keys.push(host::statx_fd(hf).map(|sx| identity(&sx))?);
+        match host::statx_fd(hf) {
+            Ok(sx) => keys.push(identity(&sx)),
+            Err(e) => {
+                tokens.iter().for_each(|&t| host::close(t));
+                return Err(e);
+            }
+        }
     }
     let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
     if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
@@ -164,6 +182,7 @@ pub fn send_with_rights(
         Err(Errno::EPIPE) if flags & MSG_NOSIGNAL == 0 => crate::signal::raise_sigpipe(),
         Err(_) => {}
     }
+    tokens.iter().for_each(|&t| host::close(t));
     r
 }
 

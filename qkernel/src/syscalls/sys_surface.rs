@@ -69,7 +69,8 @@ pub fn fallocate(p: &mut Process, a: &[u64; 6]) -> SysResult {
         Backing::Host {
             kind: HostKind::Pipe,
             ..
-        } => Err(Errno::ESPIPE),
+        }
+        | Backing::Pipe(_) => Err(Errno::ESPIPE),
         _ => Err(Errno::ENODEV),
     }
 }
