@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: deps build demo test lint unit integration bench clean oci-validate functionbench functionbench-quick
+.PHONY: deps build demo test lint unit integration bench clean oci-validate functionbench functionbench-quick compat
 
 # Debian packages and Rust targets a fresh machine needs (idempotent).
 deps:
@@ -27,20 +27,32 @@ test: lint
 bench: build
 	$(CARGO) run --release -p bench
 
-# FunctionBench (issue 19): Python functions as OCI containers under qrun
-# and runc, with hibernation; builds its image once (root, network) into
-# ~/.cache/qrun-functionbench. Writes docs/bench/functionbench[-quick]-DATE.{md,json}.
+# FunctionBench (issue 19): Python, Node.js, Go and Java functions as OCI
+# containers under qrun (with hibernation), runc and gVisor's runsc (with
+# checkpoint/restore); builds its image and runsc once (root, network) into
+# ~/.cache/qrun-functionbench. Writes docs/bench/functionbench[-quick]-DATE.{md,json,png}.
+# FUNCTIONBENCH_ARGS passes more options (`--instances N`, `--only W1,W2`).
 # Slow: not part of `make test`.
+FUNCTIONBENCH_ARGS ?=
 functionbench: build
-	$(CARGO) run --release -p bench -- functionbench
+	$(CARGO) run --release -p bench -- functionbench $(FUNCTIONBENCH_ARGS)
 
 functionbench-quick: build
-	$(CARGO) run --release -p bench -- functionbench --quick
+	$(CARGO) run --release -p bench -- functionbench --quick $(FUNCTIONBENCH_ARGS)
 
 # The OCI runtime-tools validation suite against qrun and runc (slow; needs
 # the Go module proxy). Not part of `make test`.
 oci-validate: build
 	@scripts/runtime-tools.sh target/release/qrun
+
+# CPython's regression suite (issue 18), one module at a time, natively and
+# in a `qrun do` sandbox; installs libpython3.11-testsuite if missing and
+# writes docs/compat/cpython-DATE.md. Slow: not part of `make test`.
+# COMPAT_MODULES names the module list; TIMEOUT (s per module) and MEMORY
+# are passed through.
+COMPAT_MODULES ?= docs/compat/cpython-modules.txt
+compat: build
+	@scripts/compat-cpython.sh $(COMPAT_MODULES)
 
 clean:
 	$(CARGO) clean

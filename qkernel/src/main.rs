@@ -170,9 +170,6 @@ mod kernel {
                 hostcall::exit_with_reason(126, &alloc::format!("{name}: {e}"))
             }
         };
-        // The images' segments are in user pages now (`exec` is not used
-        // again).
-        mm::frames::discard_boot_images([info.program, info.interp], boot_end, info.mem_size);
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
         // The ELF file run: the program, or a script's interpreter.
@@ -190,7 +187,12 @@ mod kernel {
         let files = crate::fs::stdio_table(&info.stdio_mode);
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
-        *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
+        let mut proc = Process::new(mm, info.ids, files, cwd, exe, cmdline);
+        proc.environ = split_strings(boot_slice(info.envp), info.envc).join(&0u8);
+        if !proc.environ.is_empty() {
+            proc.environ.push(0);
+        }
+        *PROCESS.lock() = Some(proc);
         crate::task::init();
         log::debug!(
             "entering user mode at {:#x}, rsp {:#x}",
@@ -214,7 +216,10 @@ mod kernel {
         }
         if cpus > 1 {
             let n = hostcall::call_once(qlib::abi::Call::StartVcpus, [0; 6]);
-            log::debug!("{cpus} vCPUs, {n} secondaries started");
+            if n < 0 {
+                hostcall::boot_error("a secondary vCPU did not come online");
+            }
+            log::debug!("{cpus} vCPUs, {n} secondaries online");
         }
     }
 

@@ -32,6 +32,7 @@ pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
 use crate::hibernate::{Hibernation, StateDir};
 use crate::hostcall::HostCalls;
+pub use crate::hostcall::Returned;
 pub use crate::program::read_program;
 
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
@@ -131,6 +132,8 @@ pub struct RunReport {
     pub host_calls: u64,
     /// Bytes of guest memory returned to the host by reclaim.
     pub reclaimed: u64,
+    /// What the guest handed back on its own while the program ran.
+    pub returned: Returned,
 }
 
 /// A sandbox: a VM running one program.
@@ -314,6 +317,7 @@ impl Sandbox {
             status,
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
+            returned: calls.returned,
         })
     }
 }

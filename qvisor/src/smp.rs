@@ -26,6 +26,8 @@ use crate::guest_mem::GuestRam;
 use crate::kick::Kick;
 
 const ENOSYS: i64 = -(libc::ENOSYS as i64);
+/// How long `StartVcpus` waits for every secondary to boot.
+const ONLINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What one secondary vCPU shares with the others.
 pub struct Secondary {
@@ -91,9 +93,25 @@ impl Smp {
     }
 
     /// `Call::StartVcpus`: lets the secondaries enter the guest.
+    /// Returns once every secondary has booted (made and finished its
+    /// first host call), so the program starts on a complete machine;
+    /// `-EIO` when one failed or did not come up within
+    /// [`ONLINE_TIMEOUT`] (vCPU 0 then stops the sandbox at boot).
     pub fn start(&self) -> i64 {
         *self.started.lock().unwrap_or_else(|e| e.into_inner()) = true;
         self.started_cv.notify_all();
+        let deadline = std::time::Instant::now() + ONLINE_TIMEOUT;
+        while self.online.load(Ordering::SeqCst) < self.cpus.len() {
+            let failed = self
+                .failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some();
+            if failed || self.stopping() || std::time::Instant::now() >= deadline {
+                return -(libc::EIO as i64);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         self.cpus.len() as i64
     }
 
@@ -242,10 +260,6 @@ fn run_loop(
             }
             Err(e) => return Err(err(format!("KVM_RUN: {e}"))),
         };
-        if first {
-            first = false;
-            smp.online.fetch_add(1, Ordering::SeqCst);
-        }
         let Ok(mut req) = ram.read::<HostCall>(gpa) else {
             return Err(err(format!("host call record at {gpa:#x} outside RAM")));
         };
@@ -257,6 +271,11 @@ fn run_loop(
                 Err(_) => format!("(message at {gpa:#x}+{len} is outside guest RAM)"),
             }
         };
+        if first && Call::from_u64(req.call) == Some(Call::VcpuIdle) {
+            // Booted, and about to wait (no log line came first).
+            first = false;
+            smp.online.fetch_add(1, Ordering::SeqCst);
+        }
         let ret = match Call::from_u64(req.call) {
             Some(Call::VcpuIdle) => {
                 if !smp.idle(k) {
@@ -278,6 +297,12 @@ fn run_loop(
             Some(Call::BootError) => return Err(VmmError::Boot(message(a[1], a[2]))),
             _ => ENOSYS,
         };
+        if first {
+            // Booted: its first host call (its "online" log line) is
+            // done.
+            first = false;
+            smp.online.fetch_add(1, Ordering::SeqCst);
+        }
         req.ret = ret;
         ram.write(gpa, req)
             .map_err(|_| err("host call record outside RAM".into()))?;

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall};
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, RECLAIM_RUNNING};
 
 use qlib::io_abi::io;
 
@@ -62,12 +62,25 @@ pub struct HostCalls<'a> {
     pub count: u64,
     /// Bytes of guest memory dropped by reclaim so far.
     pub reclaimed: u64,
+    /// Memory the guest handed back on its own while the program ran.
+    pub returned: Returned,
     /// When the reclaim in progress began.
     reclaim_start: Option<(Instant, u64)>,
     /// Files mapped into the file window.
     window: crate::file_window::FileWindow,
     /// The secondary vCPUs (none: one vCPU).
     smp: Option<&'a crate::smp::Smp>,
+}
+
+/// What the guest handed back on its own while the program ran
+/// (`Call::Reclaim` with `RECLAIM_RUNNING`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Returned {
+    /// `Reclaim` host calls.
+    pub calls: u64,
+    /// Bytes of guest RAM dropped (a page freed twice between hand-backs,
+    /// or already dropped, counts each time).
+    pub bytes: u64,
 }
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
@@ -98,6 +111,7 @@ impl<'a> HostCalls<'a> {
             stats,
             count: 0,
             reclaimed: 0,
+            returned: Returned::default(),
             reclaim_start: None,
             window: crate::file_window::FileWindow::default(),
             smp: None,
@@ -159,7 +173,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Io) => self.io(a[0], a[1], a[2], a[3], a[4]),
             Some(Call::Path) => self.path_op(a),
             Some(Call::Fd) => self.fd_op(a),
-            Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4]),
+            Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4], a[5]),
             Some(Call::NewFd) => self.new_fd(a),
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),
@@ -230,6 +244,24 @@ impl<'a> HostCalls<'a> {
 
     /// `flags` bit 0: the last batch of this reclaim.
     fn reclaim(&mut self, iov: u64, count: u64, flags: u64) -> i64 {
+        if flags & RECLAIM_RUNNING != 0 {
+            // The guest's own hand-back while the program runs: counted, not
+            // reported one by one.
+            let Ok(ranges) = self.ram.ranges(iov, count) else {
+                return EFAULT;
+            };
+            let mut total = 0u64;
+            for r in ranges {
+                if self.ram.discard(r.gpa, r.len).is_err() {
+                    return EINVAL;
+                }
+                total += r.len;
+            }
+            self.returned.calls += 1;
+            self.returned.bytes += total;
+            log::debug!("returned {total} bytes freed by the program");
+            return total as i64;
+        }
         let (start, before) = *self
             .reclaim_start
             .get_or_insert((Instant::now(), self.reclaimed));

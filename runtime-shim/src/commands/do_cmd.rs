@@ -45,6 +45,10 @@ pub fn run(args: &[String], debug: bool) -> i32 {
                     start.elapsed().as_secs_f64() * 1e3,
                     done.host_calls
                 );
+                eprintln!(
+                    "qrun: returned {} bytes while running in {} host calls",
+                    done.returned.bytes, done.returned.calls
+                );
             }
             done.status
         }
