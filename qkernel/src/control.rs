@@ -76,6 +76,9 @@ fn serve(interrupted: bool) {
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }
+    if bits & control::EXEC != 0 {
+        crate::task::spawn::serve_orders();
+    }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us
     // before the program runs again; nothing else waits for it.

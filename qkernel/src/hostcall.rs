@@ -22,13 +22,18 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
 /// signal: the call is reissued.
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
     loop {
+        if crate::syscalls::cputime::may_block(c, &args) && crate::task::spawn::give_way() {
+            return RET_RESTART;
+        }
         let ret = raw_call(c, args);
         let restart = ret == RET_RESTART;
         // A hibernation served now must not move this call's buffers.
         crate::mm::swap::set_in_flight(restart.then_some((c, args)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
-        if !restart || crate::signal::interrupts() {
+        // A task started from outside (or a fatal signal for this one)
+        // goes first: the syscall restarts after it ran (`task::spawn`).
+        if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             return ret;
         }
     }

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use qlib::pte::{Pte, WRITABLE};
 
-use super::{KERNEL, KSTACK_SIZE, MAX_TASKS, State, Task, current_pid};
+use super::{KERNEL, KSTACK_SIZE, Kernel, MAX_TASKS, State, Task, current_pid};
 use crate::arch::entry::TrapFrame;
 use crate::arch::switch::{self, FpuState, SWITCH_FRAME_WORDS};
 use crate::arch::{self};
@@ -101,7 +101,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
 
 /// A kernel stack whose first switch lands in `ret_from_fork` and returns
 /// to user mode with `frame`: (stack, top, saved rsp).
-fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
+pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
     let mut stack = Vec::new();
     stack
         .try_reserve_exact(KSTACK_SIZE / 8)
@@ -174,13 +174,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     fpu.save();
     let me = current_pid();
     let mut k = KERNEL.lock();
-    // Pids count up to PID_MAX and wrap, skipping the ones in use (there
-    // are fewer than MAX_TASKS, so the loop ends).
-    let mut pid = k.next_pid;
-    while k.tasks.contains_key(&pid) {
-        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
-    }
-    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    let pid = alloc_pid(&mut k);
     if a.flags & CLONE_CHILD_SETTID != 0 {
         // As Linux, a bad address is ignored.
         let _ = uaccess::write(&mut child.mm, a.child_tid, &pid);
@@ -217,6 +211,17 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
     Ok(pid)
+}
+
+/// A free pid. Pids count up to PID_MAX and wrap, skipping the ones in
+/// use (there are fewer than MAX_TASKS, so the loop ends).
+pub(super) fn alloc_pid(k: &mut Kernel) -> u32 {
+    let mut pid = k.next_pid;
+    while k.tasks.contains_key(&pid) {
+        pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    }
+    k.next_pid = if pid >= PID_MAX { 2 } else { pid + 1 };
+    pid
 }
 
 /// Whether the vfork child `child` has neither exec'd nor exited yet.

@@ -14,6 +14,7 @@ pub mod fork;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
+pub mod spawn;
 pub mod wait;
 
 use alloc::boxed::Box;

@@ -42,7 +42,10 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
     }
     let me = super::current_pid();
     let mut auto_reap = false;
-    if ppid == me {
+    if ppid == 0 {
+        // Started from outside (`task::spawn`): nobody in the guest waits.
+        auto_reap = super::spawn::exited(pid, st);
+    } else if ppid == me {
         // The parent is the running task (it killed its child).
         if exit_signal == SIGCHLD && signal::explicitly_ignored(SIGCHLD) {
             auto_reap = true;

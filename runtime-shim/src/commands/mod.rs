@@ -4,6 +4,7 @@
 pub mod create;
 pub mod ctl;
 pub mod delete;
+pub mod exec;
 pub mod do_cmd;
 mod do_state;
 pub mod features;
