@@ -77,7 +77,12 @@ fn serve(interrupted: bool) {
         crate::itimer::fire();
     }
     if bits & control::EXEC != 0 {
-        crate::task::spawn::serve_orders();
+        if crate::task::spawn::ready() {
+            crate::task::spawn::serve_orders();
+        } else {
+            // Still booting: served at the program's first syscall.
+            word.fetch_or(control::EXEC, Ordering::AcqRel);
+        }
     }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us

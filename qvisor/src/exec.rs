@@ -162,7 +162,10 @@ impl ExecClient {
                 let line: Vec<u8> = self.buf.drain(..=nl).collect();
                 return serde_json::from_slice(&line).map_err(|_| ExecError::Malformed);
             }
-            let mut chunk = [0u8; 512];
+            // A byte at a time: nothing past the line is taken from the
+            // socket, so a caller polling it (or a waiter it is handed to)
+            // sees the next answer arrive.
+            let mut chunk = [0u8; 1];
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Err(ExecError::Closed),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),

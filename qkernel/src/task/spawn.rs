@@ -15,7 +15,7 @@
 //! blocks or returns from a syscall. So that it does not wait for a
 //! blocking host call of the running task (an `accept`, a `nanosleep`) to
 //! end, [`break_requested`] makes such a call return `-ERESTARTSYS`; the
-//! syscall exit yields ([`take_break`]) and the call restarts afterwards.
+//! syscall exit yields ([`yield_if_requested`]) and the call restarts afterwards.
 //! For the same reason a blocking host call gives way ([`give_way`]) while
 //! another task is runnable. (A task parked on a host fd still waits for
 //! whatever blocking call the running task makes: armed waits in the VMM
@@ -99,9 +99,21 @@ pub fn entered_syscall() {
     }
 }
 
-/// Clears the request; true when there was one (the caller yields).
-pub fn take_break() -> bool {
-    BREAK.swap(false, Ordering::Relaxed)
+/// If a yield was requested ([`break_requested`]), lets the other tasks
+/// run. The running task was (or would have been) waiting in the host:
+/// until its next syscall it does not make others give way to it.
+pub fn yield_if_requested() {
+    if BREAK.swap(false, Ordering::Relaxed) {
+        GAVE_WAY.lock().insert(current_pid());
+        ANY_GAVE_WAY.store(true, Ordering::Relaxed);
+        super::sched::yield_now();
+    }
+}
+
+/// Whether processes can be started: the first program runs (pid 1 is
+/// registered), so the kernel is up.
+pub fn ready() -> bool {
+    KERNEL.try_lock().is_some_and(|k| k.tasks.contains_key(&1))
 }
 
 /// Serves every waiting order (`control::EXEC`).
