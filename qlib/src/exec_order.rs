@@ -56,7 +56,10 @@ pub struct Spawn<'a> {
 pub enum Order<'a> {
     Spawn(Spawn<'a>),
     /// Send `signo` to guest process `pid` (one a spawn order started).
-    Signal { pid: u32, signo: u32 },
+    Signal {
+        pid: u32,
+        signo: u32,
+    },
 }
 
 /// Encoded strings, decoded lazily.

@@ -295,8 +295,7 @@ pub(crate) fn read_request(stream: &UnixStream) -> std::io::Result<(Vec<u8>, Vec
         unsafe {
             let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
             while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS
-                {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
                     let data = libc::CMSG_DATA(cmsg);
                     let len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                     for i in 0..len / 4 {
@@ -614,8 +613,8 @@ mod tests {
         t.join().expect("join").expect("send");
         assert_eq!(fds.len(), 3);
         let text = std::str::from_utf8(&got).expect("utf8");
-        let back: ExecSpec = serde_json::from_str(text.strip_prefix("exec ").expect("prefix"))
-            .expect("parse");
+        let back: ExecSpec =
+            serde_json::from_str(text.strip_prefix("exec ").expect("prefix")).expect("parse");
         assert_eq!(back, spec);
     }
 

@@ -325,10 +325,7 @@ fn start_threads<'scope, 'env>(
                     }
                     channel.post(ram, qlib::abi::control::EXEC);
                 };
-                let exec = ctl::ExecHandler {
-                    execs,
-                    post: &post,
-                };
+                let exec = ctl::ExecHandler { execs, post: &post };
                 ctl::serve(
                     listener,
                     path,

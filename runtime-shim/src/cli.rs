@@ -163,8 +163,11 @@ mod tests {
 
     #[test]
     fn head_parsing_stops_at_the_first_positional() {
-        let p = parse_head(&s(&["-b", "x", "-b", "y", "id", "sh", "-c", "--force"]), FLAGS)
-            .expect("valid");
+        let p = parse_head(
+            &s(&["-b", "x", "-b", "y", "id", "sh", "-c", "--force"]),
+            FLAGS,
+        )
+        .expect("valid");
         assert_eq!(p.values("bundle"), ["x", "y"]);
         assert!(!p.has("force"));
         assert_eq!(p.positionals, ["id", "sh", "-c", "--force"]);

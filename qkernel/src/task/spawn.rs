@@ -50,6 +50,9 @@ static STARTED: Mutex<BTreeMap<u32, u64>> = Mutex::new(BTreeMap::new());
 
 /// Set when another task should run before the running one goes on.
 static BREAK: AtomicBool = AtomicBool::new(false);
+/// Set when a signal for the running task must end its blocking call
+/// (delivered on the way out; no yield).
+static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
 /// Tasks that gave way to others instead of making a blocking host call
 /// ([`give_way`]); they do not make another task give way before they
@@ -64,7 +67,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 /// syscall exit lets another task run (a process was just started, or a
 /// fatal signal is pending for the running one).
 pub fn break_requested() -> bool {
-    BREAK.load(Ordering::Relaxed)
+    BREAK.load(Ordering::Relaxed) || INTERRUPT.load(Ordering::Relaxed)
 }
 
 /// Called before a blocking host call: true (and a yield requested) when
@@ -103,6 +106,7 @@ pub fn entered_syscall() {
 /// run. The running task was (or would have been) waiting in the host:
 /// until its next syscall it does not make others give way to it.
 pub fn yield_if_requested() {
+    INTERRUPT.store(false, Ordering::Relaxed);
     if BREAK.swap(false, Ordering::Relaxed) {
         GAVE_WAY.lock().insert(current_pid());
         ANY_GAVE_WAY.store(true, Ordering::Relaxed);
@@ -158,7 +162,7 @@ fn send(pid: u32, signo: u32) {
     if pid == current_pid() {
         signal::send(signo, info);
         // Out of a blocking call, so that delivery happens.
-        BREAK.store(true, Ordering::Relaxed);
+        INTERRUPT.store(true, Ordering::Relaxed);
     } else {
         let _ = super::wait::send_to_other(pid, signo, info);
     }
@@ -171,10 +175,7 @@ pub fn exited(pid: u32, st: Status) -> bool {
     let Some(id) = STARTED.lock().remove(&pid) else {
         return false;
     };
-    hostcall::call_once(
-        Call::Exec,
-        [op::EXITED, id, st.host_code() as u64, 0, 0, 0],
-    );
+    hostcall::call_once(Call::Exec, [op::EXITED, id, st.host_code() as u64, 0, 0, 0]);
     true
 }
 
@@ -203,7 +204,11 @@ fn stdio(fds: [i32; 3]) -> FdTable {
 
 /// Opens the program `name`: a path, or a bare name searched in `$PATH`
 /// (the first candidate that exists; `EACCES` if only unrunnable ones do).
-fn find_program(p: &mut Process, name: &str, env: &[Vec<u8>]) -> Result<(Arc<File>, String), Errno> {
+fn find_program(
+    p: &mut Process,
+    name: &str,
+    env: &[Vec<u8>],
+) -> Result<(Arc<File>, String), Errno> {
     if name.contains('/') {
         return Ok((sys_exec::open_program(p, name)?, String::from(name)));
     }

@@ -71,7 +71,9 @@ const FORWARDED: &[Signal] = &[
 pub fn run(g: &Globals, args: &[String]) -> Result<i32, CliError> {
     let p = cli::parse_head(args, FLAGS)?;
     let Some((id, cmd)) = p.positionals.split_first() else {
-        return Err(CliError::Usage("usage: exec [flags] <id> [command args...]".into()));
+        return Err(CliError::Usage(
+            "usage: exec [flags] <id> [command args...]".into(),
+        ));
     };
     match exec(g, &p, id, cmd) {
         Ok(status) => Ok(status),
@@ -110,7 +112,9 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
     match c.status() {
         Status::Stopped => return Err("cannot exec in a stopped container".into()),
         Status::Paused if !p.has("ignore-paused") => {
-            return Err("cannot exec in a paused container (use --ignore-paused to override)".into());
+            return Err(
+                "cannot exec in a paused container (use --ignore-paused to override)".into(),
+            );
         }
         _ => {}
     }
@@ -123,7 +127,11 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
     let arg0 = spec.args.first().cloned().unwrap_or_default();
     let client = match qvisor::exec::start(&socket.0, &spec, stdio) {
         Ok((client, _pid)) => client,
-        Err(ExecError::Refused { message, errno, cwd }) => {
+        Err(ExecError::Refused {
+            message,
+            errno,
+            cwd,
+        }) => {
             return Err(refusal(&spec.cwd, &arg0, &message, errno, cwd));
         }
         Err(e) => return Err(format!("unable to start container process: {e}")),
@@ -152,7 +160,10 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
 /// runc's wording for a process the guest could not start.
 fn refusal(cwd: &str, arg0: &str, message: &str, errno: i32, cwd_failed: bool) -> String {
     let what = if cwd_failed {
-        format!("chdir to cwd ({cwd:?}) set in config.json failed: {}", strerror(errno, message))
+        format!(
+            "chdir to cwd ({cwd:?}) set in config.json failed: {}",
+            strerror(errno, message)
+        )
     } else if errno == libc::ENOENT && !arg0.contains('/') {
         format!("exec: {arg0:?}: executable file not found in $PATH")
     } else if errno == libc::ENOENT {
@@ -255,7 +266,11 @@ fn spec(c: &Container, p: &cli::Parsed, cmd: &[String]) -> Result<ExecSpec, Stri
     }
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let mut spec = ExecSpec {
@@ -266,7 +281,11 @@ fn spec(c: &Container, p: &cli::Parsed, cmd: &[String]) -> Result<ExecSpec, Stri
         gid: process["user"]["gid"].as_u64().unwrap_or(0) as u32,
         additional_gids: process["user"]["additionalGids"]
             .as_array()
-            .map(|a| a.iter().filter_map(|g| g.as_u64().map(|g| g as u32)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|g| g.as_u64().map(|g| g as u32))
+                    .collect()
+            })
             .unwrap_or_default(),
     };
     if spec.args.is_empty() {
@@ -283,8 +302,12 @@ fn spec(c: &Container, p: &cli::Parsed, cmd: &[String]) -> Result<ExecSpec, Stri
     }
     if let Some(user) = p.value("user") {
         let (u, g) = user.split_once(':').unwrap_or((user, "0"));
-        spec.uid = u.parse().map_err(|_| format!("invalid user {user:?} (uid[:gid])"))?;
-        spec.gid = g.parse().map_err(|_| format!("invalid user {user:?} (uid[:gid])"))?;
+        spec.uid = u
+            .parse()
+            .map_err(|_| format!("invalid user {user:?} (uid[:gid])"))?;
+        spec.gid = g
+            .parse()
+            .map_err(|_| format!("invalid user {user:?} (uid[:gid])"))?;
     }
     for g in p.values("additional-gids") {
         spec.additional_gids

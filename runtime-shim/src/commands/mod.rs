@@ -4,9 +4,9 @@
 pub mod create;
 pub mod ctl;
 pub mod delete;
-pub mod exec;
 pub mod do_cmd;
 mod do_state;
+pub mod exec;
 pub mod features;
 pub mod kill;
 pub mod list;
