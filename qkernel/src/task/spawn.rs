@@ -71,10 +71,15 @@ pub fn break_requested() -> bool {
 }
 
 /// Called before a blocking host call: true (and a yield requested) when
-/// another task can run, which then goes first; the syscall restarts
+/// a process started from outside lives and another task can run, which then goes first; the syscall restarts
 /// after it. The call would otherwise hold the one vCPU in the host while
 /// runnable tasks wait (a started process behind a container's `sleep`).
 pub fn give_way() -> bool {
+    // Only while a started process lives: the scheduling of a sandbox
+    // without one stays as it was.
+    if STARTED.lock().is_empty() {
+        return false;
+    }
     let me = current_pid();
     let Some(k) = KERNEL.try_lock() else {
         return false;
