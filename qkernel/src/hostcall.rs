@@ -23,13 +23,18 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
     let mut issue = args;
     loop {
+        if crate::syscalls::cputime::may_block(c, &issue) && crate::task::spawn::give_way() {
+            return RET_RESTART;
+        }
         let ret = raw_call(c, issue);
         let restart = ret == RET_RESTART;
         // A hibernation served now must not move this call's buffers.
         crate::mm::swap::set_in_flight(restart.then_some((c, issue)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
-        if !restart || crate::signal::interrupts() {
+        // A task started from outside (or a fatal signal for this one)
+        // goes first: the syscall restarts after it ran (`task::spawn`).
+        if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             return ret;
         }
         // Hibernated from this wait: timers do not wake the sandbox, so

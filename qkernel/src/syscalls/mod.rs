@@ -5,7 +5,7 @@
 mod attrs;
 pub mod cputime;
 mod rw;
-mod sys_exec;
+pub mod sys_exec;
 mod sys_file;
 mod sys_futex;
 mod sys_ids;

@@ -19,6 +19,7 @@ pub mod park;
 pub mod pgrp;
 pub mod sched;
 pub mod timers;
+pub mod spawn;
 pub mod wait;
 
 use alloc::boxed::Box;
