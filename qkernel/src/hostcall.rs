@@ -23,9 +23,6 @@ static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
 pub fn call(c: Call, args: [u64; 6]) -> i64 {
     let mut issue = args;
     loop {
-        if crate::syscalls::cputime::may_block(c, &issue) && crate::task::spawn::give_way() {
-            return RET_RESTART;
-        }
         let ret = raw_call(c, issue);
         let restart = ret == RET_RESTART;
         // A hibernation served now must not move this call's buffers.
@@ -33,7 +30,8 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
         // A task started from outside (or a fatal signal for this one)
-        // goes first: the syscall restarts after it ran (`task::spawn`).
+        // ends the call: the syscall reruns after the task ran, and parks
+        // (`task::spawn`).
         if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             return ret;
         }

@@ -50,7 +50,6 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
 #[unsafe(no_mangle)]
 extern "C" fn syscall_handler(frame: &mut TrapFrame) {
     let nr = frame.rax;
-    crate::task::spawn::entered_syscall();
     let full_restore = if nr == SYS_RT_SIGRETURN {
         crate::control::serve_pending();
         signal::sigreturn(frame);

@@ -11,18 +11,20 @@
 //! it ends it is reaped at once and its status goes to the VMM
 //! (`EXITED`); its children go to pid 1.
 //!
-//! The kernel is not preemptive: a new task runs once the running one
-//! blocks or returns from a syscall. So that it does not wait for a
-//! blocking host call of the running task (an `accept`, a `nanosleep`) to
-//! end, [`break_requested`] makes such a call return `-ERESTARTSYS`; the
-//! syscall exit yields ([`yield_if_requested`]) and the call restarts afterwards.
-//! For the same reason a blocking host call gives way ([`give_way`]) while
-//! another task is runnable. (A task parked on a host fd still waits for
-//! whatever blocking call the running task makes: armed waits in the VMM
-//! would end that; docs/exec.md.)
+//! Orders are served wherever control requests are (after a host call,
+//! at a syscall, from the idle poll while a task exits), so on whatever
+//! kernel stack the running task has; loading a program is deep, so
+//! [`serve_orders`] runs on a stack of its own ([`ORDER_STACK`]).
+//!
+//! The kernel is not preemptive: a new process runs once the running task
+//! blocks, or returns from the syscall or interrupt it was served in
+//! ([`yield_if_requested`]). A blocking host call that was cut short for
+//! the order returns `-ERESTARTSYS` instead of being reissued
+//! ([`break_requested`]): the syscall runs again later and, another task
+//! now existing, parks (`task::park`) rather than holding the vCPU.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -48,73 +50,45 @@ use crate::{arch, hostcall, random};
 /// Guest pid -> the VMM's id of the order that started it.
 static STARTED: Mutex<BTreeMap<u32, u64>> = Mutex::new(BTreeMap::new());
 
-/// Set when another task should run before the running one goes on.
+/// Set when a process was started: the running task lets it run at its
+/// next syscall or interrupt exit, and a blocking host call cut short for
+/// the order returns.
 static BREAK: AtomicBool = AtomicBool::new(false);
 /// Set when a signal for the running task must end its blocking call
 /// (delivered on the way out; no yield).
 static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
-/// Tasks that gave way to others instead of making a blocking host call
-/// ([`give_way`]); they do not make another task give way before they
-/// have run a syscall again (no ping-pong between two waiting tasks).
-static GAVE_WAY: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
-static ANY_GAVE_WAY: AtomicBool = AtomicBool::new(false);
+/// Bytes of [`ORDER_STACK`]: serving an order (loading a program)
+/// used 27 KiB, measured.
+const ORDER_STACK_SIZE: usize = 64 << 10;
+
+#[repr(C, align(16))]
+struct OrderStack([u8; ORDER_STACK_SIZE]);
+
+/// The stack [`serve_orders`] runs on. A task's kernel stack (32 KiB)
+/// is too small for a program load on top of an exit and the idle poll:
+/// served there, an order overflowed it into the kernel heap.
+static mut ORDER_STACK: OrderStack = OrderStack([0; ORDER_STACK_SIZE]);
+/// Whether [`serve_orders`] runs on [`ORDER_STACK`] (never nested: control
+/// requests are not served inside one another).
+static ON_ORDER_STACK: AtomicBool = AtomicBool::new(false);
 
 /// `$PATH` when the environment has none (runc's default).
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// Whether a blocking host call should return (`-ERESTARTSYS`) so that the
-/// syscall exit lets another task run (a process was just started, or a
-/// fatal signal is pending for the running one).
+/// Whether a blocking host call cut short by a control request should
+/// return (`-ERESTARTSYS`) rather than be reissued: a process was just
+/// started (the syscall reruns later and parks), or a fatal signal is
+/// pending for the running task.
 pub fn break_requested() -> bool {
     BREAK.load(Ordering::Relaxed) || INTERRUPT.load(Ordering::Relaxed)
 }
 
-/// Called before a blocking host call: true (and a yield requested) when
-/// a process started from outside lives and another task can run, which then goes first; the syscall restarts
-/// after it. The call would otherwise hold the one vCPU in the host while
-/// runnable tasks wait (a started process behind a container's `sleep`).
-pub fn give_way() -> bool {
-    // Only while a started process lives: the scheduling of a sandbox
-    // without one stays as it was.
-    if STARTED.lock().is_empty() {
-        return false;
-    }
-    let me = current_pid();
-    let Some(k) = KERNEL.try_lock() else {
-        return false;
-    };
-    let mut gave = GAVE_WAY.lock();
-    let other = k.runq.iter().any(|pid| {
-        *pid != me
-            && !gave.contains(pid)
-            && k.tasks.get(pid).is_some_and(|t| t.state == State::Runnable)
-    });
-    if other {
-        gave.insert(me);
-        ANY_GAVE_WAY.store(true, Ordering::Relaxed);
-        BREAK.store(true, Ordering::Relaxed);
-    }
-    other
-}
-
-/// The running task enters a syscall: it may make others give way again.
-pub fn entered_syscall() {
-    if ANY_GAVE_WAY.load(Ordering::Relaxed) {
-        let mut gave = GAVE_WAY.lock();
-        gave.remove(&current_pid());
-        ANY_GAVE_WAY.store(!gave.is_empty(), Ordering::Relaxed);
-    }
-}
-
-/// If a yield was requested ([`break_requested`]), lets the other tasks
-/// run. The running task was (or would have been) waiting in the host:
-/// until its next syscall it does not make others give way to it.
+/// On the way out of a syscall or interrupt: if a process was started,
+/// lets it (and the other runnable tasks) run first.
 pub fn yield_if_requested() {
     INTERRUPT.store(false, Ordering::Relaxed);
     if BREAK.swap(false, Ordering::Relaxed) {
-        GAVE_WAY.lock().insert(current_pid());
-        ANY_GAVE_WAY.store(true, Ordering::Relaxed);
         super::sched::yield_now();
     }
 }
@@ -125,8 +99,21 @@ pub fn ready() -> bool {
     KERNEL.try_lock().is_some_and(|k| k.tasks.contains_key(&1))
 }
 
-/// Serves every waiting order (`control::EXEC`).
+/// Serves every waiting order (`control::EXEC`), on [`ORDER_STACK`].
 pub fn serve_orders() {
+    if ON_ORDER_STACK.swap(true, Ordering::Acquire) {
+        log::error!("exec: orders served inside one another");
+        return;
+    }
+    let top = (&raw mut ORDER_STACK) as u64 + ORDER_STACK_SIZE as u64;
+    // SAFETY: the stack is a static of its own, 16-byte aligned at both
+    // ends, used by nothing else (`ON_ORDER_STACK`); serving orders never
+    // switches tasks (a kick that lands meanwhile only counts itself).
+    unsafe { arch::switch::on_stack(top, serve_orders_here) };
+    ON_ORDER_STACK.store(false, Ordering::Release);
+}
+
+extern "C" fn serve_orders_here() {
     let mut buf = Vec::new();
     if buf.try_reserve_exact(MAX_ORDER).is_err() {
         log::error!("exec: no kernel memory for an order");
