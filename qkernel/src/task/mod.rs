@@ -18,8 +18,8 @@ pub mod futex;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
-pub mod timers;
 pub mod spawn;
+pub mod timers;
 pub mod wait;
 
 use alloc::boxed::Box;
