@@ -34,7 +34,7 @@ use qlib::abi::Call;
 use qlib::exec_order::{self, MAX_ORDER, Order, Spawn, op};
 use spin::Mutex;
 
-use super::{KERNEL, MAX_TASKS, State, Status, Task, current_pid, fork};
+use super::{KERNEL, MAX_TASKS, State, Status, Task, fork};
 use crate::arch::switch::FpuState;
 use crate::errno::Errno;
 use crate::fs::path::AT_FDCWD;
