@@ -118,6 +118,14 @@ fn serve(interrupted: bool) {
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }
+    if bits & control::EXEC != 0 {
+        if crate::task::spawn::ready() {
+            crate::task::spawn::serve_orders();
+        } else {
+            // Still booting: served at the program's first syscall.
+            word.fetch_or(control::EXEC, Ordering::AcqRel);
+        }
+    }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us
     // before the program runs again; nothing else waits for it.

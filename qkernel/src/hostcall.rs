@@ -21,7 +21,10 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         crate::mm::swap::set_in_flight(restart.then_some((c, issue)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
-        if !restart || crate::signal::interrupts() {
+        // A task started from outside (or a fatal signal for this one)
+        // ends the call: the syscall reruns after the task ran, and parks
+        // (`task::spawn`).
+        if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             return ret;
         }
         // Hibernated from this wait: timers do not wake the sandbox, so

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 8;
+pub const ABI_VERSION: u64 = 9;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -38,6 +38,9 @@ pub mod control {
     pub const HIBERNATE: u64 = 1 << 2;
     /// The alarm set with [`super::Call::SetAlarm`] went off.
     pub const ALARM: u64 = 1 << 3;
+    /// Orders for processes started from outside (`qrun exec`) are
+    /// waiting: take them with [`super::Call::Exec`]'s `TAKE` op.
+    pub const EXEC: u64 = 1 << 4;
 }
 
 /// A page the VMM writes and the guest polls, at
@@ -147,6 +150,9 @@ pub enum Call {
     /// a page. `-ENOMEM` when the window is full, `-ENODEV` for anything
     /// but a regular file.
     MapFile = 24,
+    /// Processes started from outside the guest (`qrun exec`):
+    /// `args[0]` = a [`crate::exec_order::op`], rest per op.
+    Exec = 25,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -203,6 +209,7 @@ impl Call {
             22 => Self::NewFd,
             23 => Self::EpollWait,
             24 => Self::MapFile,
+            25 => Self::Exec,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -7,6 +7,7 @@ mod boot;
 mod control;
 pub mod ctl;
 mod error;
+pub mod exec;
 mod file_window;
 mod guest_mem;
 mod hibernate;
@@ -284,6 +285,10 @@ impl Sandbox {
         if !config.private_abstract {
             calls.set_abstract_names(hostcall::AbstractNames::Shared);
         }
+        let execs = std::sync::Arc::new(
+            exec::Execs::new().map_err(|e| VmmError::Vcpu(format!("socketpair: {e}")))?,
+        );
+        calls.set_execs(execs.clone());
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
@@ -296,8 +301,19 @@ impl Sandbox {
             None => None,
         };
         let status = std::thread::scope(|s| {
-            let started = start_threads(s, &channel, &ram, &hib, sigset, &listener, config)
-                .and_then(|()| start_vcpus(s, secondaries, &smp, &ram, &channel, config));
+            let started = start_threads(
+                s,
+                Shared {
+                    channel: &channel,
+                    ram: &ram,
+                    hib: &hib,
+                    execs: &execs,
+                },
+                sigset,
+                &listener,
+                config,
+            )
+            .and_then(|()| start_vcpus(s, secondaries, &smp, &ram, &channel, config));
             // The vCPU runs on this thread: one host task fewer under the
             // container's pids limit (`HOST_THREADS`).
             let result = started.and_then(|()| {
@@ -311,6 +327,7 @@ impl Sandbox {
             hib.close();
             channel.shutdown();
             smp.stop();
+            execs.close_all();
             result
         })?;
         Ok(RunReport {
@@ -356,18 +373,31 @@ fn start_vcpus<'scope, 'env>(
     Ok(())
 }
 
+/// What the service threads share with the vCPU.
+#[derive(Clone, Copy)]
+struct Shared<'env> {
+    channel: &'env ControlChannel,
+    ram: &'env GuestRam,
+    hib: &'env Hibernation,
+    execs: &'env exec::Execs,
+}
+
 /// Starts the sandbox's service threads in `s`. An error (no thread can be
 /// started: a pids limit) leaves the started ones to end when the channel
 /// shuts down.
 fn start_threads<'scope, 'env>(
     s: &'scope std::thread::Scope<'scope, 'env>,
-    channel: &'env ControlChannel,
-    ram: &'env GuestRam,
-    hib: &'env Hibernation,
+    shared: Shared<'env>,
     sigset: libc::sigset_t,
     listener: &'env Option<std::os::unix::net::UnixListener>,
     config: &'env SandboxConfig,
 ) -> Result<(), VmmError> {
+    let Shared {
+        channel,
+        ram,
+        hib,
+        execs,
+    } = shared;
     let spawn = |name: &'static str, f: Box<dyn FnOnce() + Send + 'env>| {
         std::thread::Builder::new()
             .name(name.into())
@@ -390,9 +420,23 @@ fn start_threads<'scope, 'env>(
         spawn(
             "control",
             Box::new(move || {
-                ctl::serve(listener, path, channel, &mut |req| {
-                    control_request(channel, ram, hib, req)
-                })
+                let post = || {
+                    // Exec into a hibernated sandbox wakes it first.
+                    if hib.status().state == "hibernated"
+                        && let Err(e) = hib.wake(ram, "exec")
+                    {
+                        log::warn!("exec: wake: {}", hibernate::report(&e));
+                    }
+                    channel.post(ram, qlib::abi::control::EXEC);
+                };
+                let exec = ctl::ExecHandler { execs, post: &post };
+                ctl::serve(
+                    listener,
+                    path,
+                    channel,
+                    &mut |req| control_request(channel, ram, hib, req),
+                    &exec,
+                )
             }),
         )?;
     }

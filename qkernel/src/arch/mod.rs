@@ -156,6 +156,11 @@ static CLEAN_FPU: CleanFpu = {
     CleanFpu(a)
 };
 
+/// The FXSAVE image a new program starts with (a task's saved state).
+pub fn clean_fpu_image() -> [u8; 512] {
+    CLEAN_FPU.0
+}
+
 /// Resets the program's FPU/SSE registers to their initial state
 /// (`execve`). The kernel itself uses no FPU or SSE register.
 pub fn reset_fpu() {
