@@ -254,6 +254,10 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
         }
     };
     match Call::from_u64(call) {
+        // The right version half the time (by a bit of another argument:
+        // no extra draw, so the other calls' sequence stays as it was), so
+        // that `Hello` gets past its check at all.
+        Some(Call::Hello) if a[5] & 1 == 0 => a[0] = qlib::abi::ABI_VERSION,
         Some(Call::Writev | Call::Readv) => {
             poke = true;
             a[0] = r.below(3);
