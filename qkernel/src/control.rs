@@ -76,6 +76,9 @@ fn serve(interrupted: bool) {
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }
+    if bits & control::PREEMPT != 0 {
+        crate::task::slice::request();
+    }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us
     // before the program runs again; nothing else waits for it.

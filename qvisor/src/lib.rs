@@ -15,6 +15,7 @@ mod kick;
 mod kick_inject;
 mod program;
 mod rootfs;
+mod slice;
 mod stdio;
 mod vcpu;
 
@@ -123,6 +124,8 @@ pub struct RunReport {
     pub host_calls: u64,
     /// Bytes of guest memory returned to the host by reclaim.
     pub reclaimed: u64,
+    /// Time slices the VMM ended (`control::PREEMPT` posts, `crate::slice`).
+    pub preemptions: u64,
 }
 
 /// A sandbox: a VM running one program.
@@ -285,16 +288,17 @@ impl Sandbox {
             status,
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
+            preemptions: channel.slicer.preempts.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 }
 
 /// Host threads (tasks) of one sandbox process at most: this one (the
-/// vCPU), the signal, kick-retry and control-socket threads, and the REAP
+/// vCPU), the signal, kick-retry, slice and control-socket threads, and the REAP
 /// read-back helper while a wake runs (`hibernate::reap`; a wake goes on
 /// without it if it cannot start). The OCI runtime adds them to the
 /// container's pids limit.
-pub const HOST_THREADS: u32 = 5;
+pub const HOST_THREADS: u32 = 6;
 
 /// Starts the sandbox's service threads in `s`. An error (no thread can be
 /// started: a pids limit) leaves the started ones to end when the channel
@@ -323,6 +327,10 @@ fn start_threads<'scope, 'env>(
         Box::new(move || control::signal_loop(channel, ram, hib, sfd)),
     )?;
     spawn("kick-retry", Box::new(move || kick::retry_loop(channel)))?;
+    spawn(
+        "slice",
+        Box::new(move || slice::watch_loop(channel, ram, hib)),
+    )?;
     if std::env::var_os("QVISOR_KICK_STORM").is_some() {
         spawn("kick-storm", Box::new(move || kick::storm(channel)))?;
     }

@@ -18,6 +18,7 @@ pub mod futex;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
+pub mod slice;
 pub mod timers;
 pub mod wait;
 

@@ -140,6 +140,10 @@ impl<'a> HostCalls<'a> {
             Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::SetAlarm) => sys::ret(self.control.set_alarm(a[0])),
+            Some(Call::SliceWatch) => {
+                self.control.slicer.watch(self.ram);
+                0
+            }
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
             Some(Call::Open) => self.open(a[0], a[1], a[2], a[3]),
