@@ -27,15 +27,18 @@ test: lint
 bench: build
 	$(CARGO) run --release -p bench
 
-# FunctionBench (issue 19): Python functions as OCI containers under qrun
-# and runc, with hibernation; builds its image once (root, network) into
-# ~/.cache/qrun-functionbench. Writes docs/bench/functionbench[-quick]-DATE.{md,json}.
+# FunctionBench (issue 19): Python, Node.js, Go and Java functions as OCI
+# containers under qrun (with hibernation), runc and gVisor's runsc (with
+# checkpoint/restore); builds its image and runsc once (root, network) into
+# ~/.cache/qrun-functionbench. Writes docs/bench/functionbench[-quick]-DATE.{md,json,png}.
+# FUNCTIONBENCH_ARGS passes more options (`--instances N`, `--only W1,W2`).
 # Slow: not part of `make test`.
+FUNCTIONBENCH_ARGS ?=
 functionbench: build
-	$(CARGO) run --release -p bench -- functionbench
+	$(CARGO) run --release -p bench -- functionbench $(FUNCTIONBENCH_ARGS)
 
 functionbench-quick: build
-	$(CARGO) run --release -p bench -- functionbench --quick
+	$(CARGO) run --release -p bench -- functionbench --quick $(FUNCTIONBENCH_ARGS)
 
 # The OCI runtime-tools validation suite against qrun and runc (slow; needs
 # the Go module proxy). Not part of `make test`.

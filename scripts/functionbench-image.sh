@@ -14,9 +14,16 @@
 # (MJPG, a few seconds). /functionbench is an empty mount point for the
 # workload scripts (a read-only bind from the repository).
 #
+# Then the other languages' hello servers (a second layer, added to an
+# existing rootfs without rebuilding it): Debian's nodejs and
+# openjdk-17-jre-headless (apt in the chroot), a static Go binary built on
+# the host with CGO_ENABLED=0 from functionbench/hello_go (standard library
+# only) at /opt/functionbench/hello_go, and functionbench/Hello.java
+# compiled with the host's javac (--release 17) into /opt/functionbench/java.
+#
 # The cache is $QRUN_FUNCTIONBENCH_CACHE (default ~/.cache/qrun-functionbench):
 # rootfs/ and rootfs.stamp (written last: a build that did not finish is
-# redone). Node.js, a JRE and Go binaries are not built yet.
+# redone; the second layer appends its `extras` lines to it when done).
 set -euo pipefail
 
 VERSION=1
@@ -26,13 +33,72 @@ STAMP=$CACHE/rootfs.stamp
 PIP_PACKAGES=(Pillow numpy pyaes chameleon)
 log() { echo "functionbench-image: $*" >&2; }
 
-if [ -f "$STAMP" ] && [ "$(sed -n 1p "$STAMP")" = "version $VERSION" ] && [ -x "$ROOTFS/usr/bin/python3" ]; then
+command -v go >/dev/null || { [ -x /usr/local/go/bin/go ] && PATH=/usr/local/go/bin:$PATH; }
+SRC=$(cd "$(dirname "$0")/.." && pwd)/functionbench
+EXTRAS_VERSION=1
+
+base_done() {
+    [ -f "$STAMP" ] && [ "$(sed -n 1p "$STAMP")" = "version $VERSION" ] && [ -x "$ROOTFS/usr/bin/python3" ]
+}
+extras_done() {
+    grep -qx "extras $EXTRAS_VERSION" "$STAMP" 2>/dev/null
+}
+
+# The second layer: Node.js, a JRE, the Go and Java hello servers. Each
+# part that fails is recorded in the stamp with its reason; the bench
+# reports those workloads as not built.
+extras() {
+    local r=$ROOTFS out=$ROOTFS/opt/functionbench lines=() m=()
+    mkdir -p "$out/java"
+    log "extras: nodejs, openjdk-17-jre-headless (apt in the chroot)"
+    mount -t proc proc "$r/proc" && m+=("$r/proc")
+    cp /etc/resolv.conf "$r/etc/resolv.conf"
+    if timeout 1200 chroot "$r" sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends nodejs openjdk-17-jre-headless' \
+        >"$CACHE/apt-extras.log" 2>&1; then
+        lines+=("node $(chroot "$r" node --version 2>&1 | head -1)")
+        lines+=("java $(chroot "$r" java -version 2>&1 | head -1)")
+    else
+        log "apt in the chroot failed; see $CACHE/apt-extras.log"
+        lines+=("node not installed: apt failed")
+        lines+=("java not installed: apt failed")
+    fi
+    rm -rf "$r/var/cache/apt/archives/"*.deb "$r/var/lib/apt/lists/"*
+    for x in "${m[@]}"; do umount "$x" || umount -l "$x"; done
+    log "extras: hello_go (CGO_ENABLED=0), Hello.class"
+    if command -v go >/dev/null &&
+        (cd "$SRC/hello_go" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+            -ldflags=-s -o "$out/hello_go" .) >"$CACHE/go-extras.log" 2>&1; then
+        lines+=("go $(go version | cut -d' ' -f3) static")
+    else
+        lines+=("go not built: $(command -v go >/dev/null && grep -m1 . "$CACHE/go-extras.log" || echo 'no go on the host')")
+    fi
+    if command -v javac >/dev/null &&
+        javac --release 17 -d "$out/java" "$SRC/Hello.java" >"$CACHE/javac-extras.log" 2>&1; then
+        lines+=("javaclass Hello (javac --release 17)")
+    else
+        lines+=("javaclass not built: $(command -v javac >/dev/null && grep -m1 . "$CACHE/javac-extras.log" || echo 'no javac on the host')")
+    fi
+    grep -v '^not built yet:' "$STAMP" | sed '/^size /d' >"$STAMP.tmp"
+    printf '%s\n' "${lines[@]}" >>"$STAMP.tmp"
+    echo "size $(du -sm "$ROOTFS" | cut -f1) MiB" >>"$STAMP.tmp"
+    echo "extras $EXTRAS_VERSION" >>"$STAMP.tmp"
+    mv "$STAMP.tmp" "$STAMP"
+}
+
+if base_done && extras_done; then
     echo "$ROOTFS"
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
     log "building the image needs root (debootstrap, chroot)"
     exit 1
+fi
+if base_done; then
+    extras
+    log "done: extras"
+    echo "$ROOTFS"
+    exit 0
 fi
 if ! command -v debootstrap >/dev/null; then
     log "installing debootstrap"
@@ -142,8 +208,8 @@ mv "$BUILD" "$ROOTFS"
         grep -iE '^(pillow|numpy|pyaes|chameleon|opencv-python-headless)==' | sed 's/^/pip /'
     echo "opencv $OPENCV"
     echo "size $(du -sm "$ROOTFS" | cut -f1) MiB"
-    echo "not built yet: nodejs, openjdk-17-jre-headless, go"
 } >"$STAMP.tmp"
 mv "$STAMP.tmp" "$STAMP"
+extras
 log "done: $(sed -n 2p "$STAMP")"
 echo "$ROOTFS"

@@ -30,18 +30,21 @@
 //! | `http_native_*` | the same server run natively, rounds interleaved | |
 //! | `http_host_calls_per_req` | (host calls of a loaded sandbox - those of one serving only `/quit`) / requests, from `qrun do --stats` | <= 4 |
 //! | `hib.<workload>.*` | hibernation with 10 sandboxes per workload ([`hibernate`]): first-request latency cold, warm, after a page-fault wake, a REAP wake and an explicit wake; PSS warm, hibernated, woken; swap faults and bytes read per wake; CPU while hibernated | hibernated PSS <= 5% of warm (64 MiB) / <= 2 MiB (hello); REAP/page-fault <= 0.2; REAP/cold <= 0.2; 0 CPU |
-//! | `reclaim_ms` | SIGUSR1 to qrun until its RSS falls, after the guest freed 1 GiB ([`reclaim`]); optional, n/a with a reason if unsupported | <= 150 ms |
+//! | `reclaim_ms`, `reclaim_calls_per_mib`, `churn_calls_per_mib` | the guest unmaps 1 GiB until qrun's RSS falls, with no reclaim asked for; hand-back host calls per MiB freed, there and in an alloc/free loop ([`reclaim`]) | <= 150 ms; <= 0.5 |
 //!
 //! Each guest metric has a `*_native_us` twin from the same program run
 //! directly on the host. The guest programs time themselves with
 //! `CLOCK_MONOTONIC`; each is run 10 times per side (3 with `--quick`).
 //! `--quick` also cuts `hello` to 10 runs, reclaim to one, http to one
 //! 2 s round per side and the hibernation sandboxes to 3 per workload.
-//! `--only-hibernate` runs just the hibernation part.
+//! `--only-hibernate` runs just the hibernation part, `--only-reclaim`
+//! just the reclaim part.
 //!
 //! `bench functionbench [--quick]` runs the FunctionBench suite instead
 //! (real Python functions as OCI containers under qrun and runc, with
-//! hibernation; [`functionbench`]).
+//! hibernation; [`functionbench`]). `bench density [-n N]` runs N Python
+//! hello functions under qrun and N under runc side by side and reports
+//! PSS per instance warm and hibernated ([`density`]).
 
 #![deny(unsafe_code)]
 
@@ -50,6 +53,7 @@
     reason = "alloc_bench reserves its chunk pool with std::alloc; its unsafe blocks carry SAFETY comments"
 )]
 mod alloc_bench;
+mod density;
 mod functionbench;
 mod guest;
 mod hibernate;
@@ -67,11 +71,12 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick]";
+const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--only-reclaim] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick] | bench density [-n N]";
 
 struct Options {
     quick: bool,
     only_hibernate: bool,
+    only_reclaim: bool,
     only_alloc: bool,
     out: PathBuf,
     qrun: Option<PathBuf>,
@@ -81,6 +86,7 @@ fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         quick: false,
         only_hibernate: false,
+        only_reclaim: false,
         only_alloc: false,
         out: runner::workspace_root().join("target/bench/bench.json"),
         qrun: None,
@@ -91,6 +97,7 @@ fn parse_args() -> Result<Options, String> {
             "--quick" => o.quick = true,
             "--only-hibernate" => o.only_hibernate = true,
             "--only-alloc" => o.only_alloc = true,
+            "--only-reclaim" => o.only_reclaim = true,
             "--out" => o.out = args.next().ok_or("--out needs a path")?.into(),
             "--qrun" => o.qrun = Some(args.next().ok_or("--qrun needs a path")?.into()),
             // `cargo bench` style invocations pass --bench; ignore it.
@@ -106,6 +113,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "functionbench") {
         return functionbench::main(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == "density") {
+        return density::main(&args[1..]);
     }
     let opts = match parse_args() {
         Ok(o) => o,
@@ -140,7 +150,9 @@ fn main() -> ExitCode {
     };
 
     let mut metrics = Vec::new();
-    if !opts.only_hibernate {
+    if opts.only_reclaim {
+        metrics.extend(reclaim::run(&runner, reclaim_runs));
+    } else if !opts.only_hibernate {
         eprintln!("bench: hello x{hello_runs}");
         metrics.extend(startup::run(&runner, hello_runs));
         metrics.extend(guest::run(&runner, guest_runs));
@@ -150,7 +162,9 @@ fn main() -> ExitCode {
         metrics.extend(reclaim::run(&runner, reclaim_runs));
         metrics.extend(http::run(&runner, opts.quick));
     }
-    metrics.extend(hibernate::run(&runner, sandboxes));
+    if !opts.only_reclaim {
+        metrics.extend(hibernate::run(&runner, sandboxes));
+    }
     let ratios = ratios(&metrics);
 
     print!("{}", metric::table(&metrics, &ratios));

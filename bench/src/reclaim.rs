@@ -1,20 +1,23 @@
-//! Memory reclaim, optional until the runtime supports it: `qrun do
-//! --stats --memory 1536M -- reclaim_probe 1024` maps, touches and unmaps
-//! 1 GiB in the guest and prints `unmapped`; the harness reads qrun's RSS,
-//! sends it SIGUSR1 (which asks the VMM to reclaim free guest memory),
-//! polls the RSS until it has fallen by at least half the probe size and
-//! then stopped falling, then lets the probe finish (it checks that
-//! remapped memory reads as zero).
+//! Memory going back to the host while the program runs: `qrun do
+//! --stats --memory 1536M -- free_probe hold 1024 munmap` maps and touches
+//! 1 GiB in the guest and prints `touched`; the harness reads qrun's RSS,
+//! tells the probe to unmap it (a line on stdin), and polls the RSS until
+//! it has fallen by at least half the probe size and then stopped falling;
+//! nothing asks for a reclaim: the guest hands the freed pages back on its
+//! own. Then the probe checks that remapped memory reads as zero.
 //!
-//! `reclaim_ms` runs from just before the `kill` command is spawned to the
-//! last RSS reading that was lower than the one before, so it includes
-//! signal delivery and up to one polling interval (0.5 ms);
-//! `reclaim_rss_after_mib` is that lowest reading. `reclaim_vmm_ms` is the
-//! VMM's own figure from its `qrun: reclaimed <bytes> bytes in <ms> ms`
-//! line.
+//! `reclaim_ms` runs from the line sent to the last RSS reading that was
+//! lower than the one before (the munmap, the hand-back, up to one polling
+//! interval of 0.5 ms); `reclaim_rss_after_mib` is that lowest reading.
+//! `reclaim_host_calls` is the `Reclaim` host calls the hand-back took over
+//! the whole run (`qrun: returned ... in K host calls`), and
+//! `reclaim_calls_per_mib` that per MiB the probe freed. `churn_*` runs
+//! `free_probe churn 200` (mmap/munmap, malloc/free, `MADV_DONTNEED`, brk
+//! in a loop): hand-back host calls per MiB the program freed, and its
+//! wall time against the same run natively.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,23 +40,25 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Name, unit and target of each metric, in the order `run` returns them.
 const METRICS: [(&str, &str, Option<f64>); 5] = [
     ("reclaim_ms", "ms", Some(TARGET_MS)),
-    ("reclaim_vmm_ms", "ms", Some(TARGET_MS)),
-    ("reclaim_vmm_mib", "MiB", None),
+    ("reclaim_host_calls", "", None),
+    ("reclaim_calls_per_mib", "", Some(0.5)),
     ("reclaim_rss_before_mib", "MiB", None),
     ("reclaim_rss_after_mib", "MiB", None),
 ];
+const CHURN_ROUNDS: &str = "200";
 
 /// One reclaim, as measured.
 struct Sample {
     rss_before: u64,
     rss_after: u64,
     observed_ms: f64,
-    /// `(bytes, ms)` from the VMM's `--stats` line, if it printed one.
-    vmm: Option<(u64, f64)>,
+    /// `(bytes, host calls)` from the VMM's `--stats` line, if it printed
+    /// one.
+    vmm: Option<(u64, u64)>,
 }
 
 pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
-    eprintln!("bench: reclaim_probe {PROBE_MIB} x{runs}");
+    eprintln!("bench: free_probe hold {PROBE_MIB} x{runs}");
     let samples: Result<Vec<Sample>, String> = (0..runs).map(|_| once(r)).collect();
     let samples = match samples {
         Ok(s) => s,
@@ -71,18 +76,66 @@ pub fn run(r: &Runner, runs: usize) -> Vec<Metric> {
         let xs: Option<Vec<f64>> = samples.iter().map(f).collect();
         let value = match xs.as_deref().and_then(Summary::of) {
             Some(s) => Value::Summary(s),
-            None => Value::NotAvailable("qrun printed no 'qrun: reclaimed' line".to_owned()),
+            None => Value::NotAvailable("qrun printed no 'qrun: returned' line".to_owned()),
         };
         Metric::new(name, unit, value, target)
     };
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    vec![
+    let mut out = vec![
         metric(0, &|s| Some(s.observed_ms)),
-        metric(1, &|s| s.vmm.map(|v| v.1)),
-        metric(2, &|s| s.vmm.map(|v| mib(v.0))),
+        metric(1, &|s| s.vmm.map(|v| v.1 as f64)),
+        metric(2, &|s| s.vmm.map(|v| v.1 as f64 / PROBE_MIB as f64)),
         metric(3, &|s| Some(mib(s.rss_before))),
         metric(4, &|s| Some(mib(s.rss_after))),
-    ]
+    ];
+    out.extend(churn(r, runs));
+    out
+}
+
+/// `free_probe churn`: hand-back host calls per MiB freed, and wall time
+/// sandboxed and native.
+fn churn(r: &Runner, runs: usize) -> Vec<Metric> {
+    eprintln!("bench: free_probe churn {CHURN_ROUNDS} x{runs}");
+    let once = || -> Result<(f64, f64, f64), String> {
+        let args = ["churn", CHURN_ROUNDS];
+        let mut native = r.native("free_probe", &args);
+        let native_ms = runner::time_run(&mut native)?.as_secs_f64() * 1e3;
+        let mut cmd = r.sandboxed(&["--stats", "--memory", "512M"], "free_probe", &args);
+        let start = Instant::now();
+        let out = runner::output(&mut cmd)?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let freed: f64 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("freed ")?.strip_suffix(" MiB")?.parse().ok())
+            .ok_or_else(|| format!("free_probe churn: {stdout}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (_, calls) = stderr
+            .lines()
+            .find_map(parse_returned)
+            .ok_or_else(|| format!("no 'qrun: returned' line: {stderr}"))?;
+        Ok((calls as f64 / freed, ms, native_ms))
+    };
+    let samples: Result<Vec<_>, String> = (0..runs).map(|_| once()).collect();
+    let names = [
+        ("churn_calls_per_mib", "", Some(0.5)),
+        ("churn_qrun_ms", "ms", None),
+        ("churn_native_ms", "ms", None),
+    ];
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, &(name, unit, target))| {
+            let value = match &samples {
+                Ok(s) => {
+                    let xs: Vec<f64> = s.iter().map(|t| [t.0, t.1, t.2][i]).collect();
+                    Summary::of(&xs).map_or(Value::NotAvailable("no runs".into()), Value::Summary)
+                }
+                Err(why) => Value::Failed(why.clone()),
+            };
+            Metric::new(name, unit, value, target)
+        })
+        .collect()
 }
 
 /// Kills and reaps the child if a measurement bails out early.
@@ -98,8 +151,8 @@ impl Drop for Guard {
 }
 
 fn once(r: &Runner) -> Result<Sample, String> {
-    let args = [&PROBE_MIB.to_string()[..]];
-    let mut cmd = r.sandboxed(&["--stats", "--memory", "1536M"], "reclaim_probe", &args);
+    let args = ["hold", &PROBE_MIB.to_string()[..], "munmap"];
+    let mut cmd = r.sandboxed(&["--stats", "--memory", "1536M"], "free_probe", &args);
     let what = runner::describe(&cmd);
     let mut child = Guard(
         cmd.stdin(Stdio::piped())
@@ -110,6 +163,7 @@ fn once(r: &Runner) -> Result<Sample, String> {
     );
     let pid = child.0.id();
     let stdout = lines(child.0.stdout.take().expect("stdout is piped"));
+    let mut stdin = child.0.stdin.take().expect("stdin is piped");
     let mut stderr = child.0.stderr.take().expect("stderr is piped");
     let stderr = thread::spawn(move || {
         let mut s = String::new();
@@ -122,27 +176,22 @@ fn once(r: &Runner) -> Result<Sample, String> {
         format!("qrun exited early ({status}); stderr: {}", err.trim())
     };
 
-    if !wait_for_line(&stdout, "unmapped", UNMAPPED_TIMEOUT) {
+    if !wait_for_line(&stdout, "touched", UNMAPPED_TIMEOUT) {
         return Err(gone(&mut child, stderr));
     }
     let rss_before = rss(pid).ok_or_else(|| "cannot read qrun's VmRSS".to_owned())?;
     let threshold = rss_before.saturating_sub(PROBE_MIB << 19);
 
     let start = Instant::now();
-    let kill = Command::new("kill")
-        .args(["-USR1", &pid.to_string()])
-        .status()
-        .map_err(|e| format!("kill -USR1 {pid}: {e}"))?;
-    if !kill.success() {
-        return Err(format!("kill -USR1 {pid}: {kill}"));
-    }
+    stdin
+        .write_all(b"\n")
+        .map_err(|e| format!("writing to free_probe: {e}"))?;
     // Wait for the RSS to fall below the threshold, then until it has not
-    // fallen for SETTLE; the reclaim ended at the last fall.
+    // fallen for SETTLE; the hand-back ended at the last fall.
     let mut last = (rss_before, Duration::ZERO);
     loop {
         let Some(now) = rss(pid) else {
-            // No VmRSS: qrun has exited, most likely killed by SIGUSR1.
-            return Err(format!("after SIGUSR1: {}", gone(&mut child, stderr)));
+            return Err(gone(&mut child, stderr));
         };
         let t = start.elapsed();
         if now < last.0 {
@@ -153,7 +202,7 @@ fn once(r: &Runner) -> Result<Sample, String> {
         }
         if last.0 > threshold && t > RECLAIM_TIMEOUT {
             return Err(format!(
-                "RSS did not fall within {RECLAIM_TIMEOUT:?} of SIGUSR1 ({} -> {} MiB)",
+                "RSS did not fall within {RECLAIM_TIMEOUT:?} of the unmap ({} -> {} MiB)",
                 rss_before >> 20,
                 now >> 20
             ));
@@ -162,17 +211,16 @@ fn once(r: &Runner) -> Result<Sample, String> {
     }
     let (rss_after, observed) = last;
 
-    let mut stdin = child.0.stdin.take().expect("stdin is piped");
     stdin
         .write_all(b"\n")
-        .map_err(|e| format!("writing to reclaim_probe: {e}"))?;
+        .map_err(|e| format!("writing to free_probe: {e}"))?;
     drop(stdin);
     let status = wait_timeout(&mut child.0, EXIT_TIMEOUT)?;
     let err = stderr.join().unwrap_or_default();
     let rest: Vec<String> = stdout.try_iter().collect();
     if !status.success() || !rest.iter().any(|l| l == "zero ok") {
         return Err(format!(
-            "reclaim_probe failed after the reclaim ({status}): {rest:?}; stderr: {}",
+            "free_probe failed after the hand-back ({status}): {rest:?}; stderr: {}",
             err.trim()
         ));
     }
@@ -180,7 +228,7 @@ fn once(r: &Runner) -> Result<Sample, String> {
         rss_before,
         rss_after,
         observed_ms: observed.as_secs_f64() * 1e3,
-        vmm: err.lines().find_map(parse_reclaimed),
+        vmm: err.lines().find_map(parse_returned),
     })
 }
 
@@ -235,12 +283,13 @@ fn parse_vmrss(status: &str) -> Option<u64> {
     Some(kib << 10)
 }
 
-/// `(bytes, ms)` from `qrun: reclaimed <bytes> bytes in <ms> ms`.
-fn parse_reclaimed(line: &str) -> Option<(u64, f64)> {
-    let rest = line.strip_prefix("qrun: reclaimed ")?;
-    let (bytes, rest) = rest.split_once(" bytes in ")?;
-    let ms = rest.strip_suffix(" ms")?;
-    Some((bytes.trim().parse().ok()?, ms.trim().parse().ok()?))
+/// `(bytes, host calls)` from `qrun: returned <bytes> bytes while running
+/// in <calls> host calls`.
+fn parse_returned(line: &str) -> Option<(u64, u64)> {
+    let rest = line.strip_prefix("qrun: returned ")?;
+    let (bytes, rest) = rest.split_once(" bytes while running in ")?;
+    let calls = rest.strip_suffix(" host calls")?;
+    Some((bytes.trim().parse().ok()?, calls.trim().parse().ok()?))
 }
 
 #[cfg(test)]
@@ -255,11 +304,11 @@ mod tests {
     }
 
     #[test]
-    fn parses_reclaimed_line() {
-        let l = "qrun: reclaimed 1073741824 bytes in 91.250 ms";
-        assert_eq!(parse_reclaimed(l), Some((1 << 30, 91.25)));
+    fn parses_returned_line() {
+        let l = "qrun: returned 1073741824 bytes while running in 3 host calls";
+        assert_eq!(parse_returned(l), Some((1 << 30, 3)));
         assert_eq!(
-            parse_reclaimed("qrun: status 0 in 4.089 ms, 3 host calls"),
+            parse_returned("qrun: status 0 in 4.089 ms, 3 host calls"),
             None
         );
     }

@@ -7,11 +7,20 @@
 //! `Reclaim` calls; the VMM drops them with `madvise(MADV_DONTNEED)` and
 //! they read back as zeros. With one vCPU nothing allocates while the
 //! batches are sent.
+//!
+//! Hand-back while running: once the program has freed 2 MiB more than it
+//! allocated (`frames::RETURN_THRESHOLD_PAGES`: munmap, `MADV_DONTNEED`,
+//! exit, exec, brk shrink), the free memory of the chunks those pages were
+//! in goes back the same way ([`return_freed`], flagged
+//! `RECLAIM_RUNNING`), at the next syscall, host call or blocking host
+//! call: one host call per up to `MAX_IOVECS` ranges, never one per page.
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use qlib::abi::{CONTROL_SIGNALS_OFFSET, Call, IoVec, MAX_IOVECS, control};
+use qlib::abi::{
+    CONTROL_SIGNALS_OFFSET, Call, IoVec, MAX_IOVECS, RECLAIM_LAST, RECLAIM_RUNNING, control,
+};
 use qlib::layout::CONTROL_GPA;
 
 use crate::hostcall;
@@ -30,9 +39,42 @@ fn signals_word() -> &'static AtomicU64 {
     unsafe { AtomicU64::from_ptr(gpa_to_kva(CONTROL_GPA + CONTROL_SIGNALS_OFFSET) as *mut u64) }
 }
 
-/// Serves pending control requests, if any (a load when there are none).
+/// Serves pending control requests, if any (a load when there are none),
+/// and hands freed memory back if enough has gathered.
 pub fn serve_pending() {
     serve(false);
+    if frames::return_due() {
+        return_freed();
+    }
+}
+
+/// Hands the memory the running program freed back to the host
+/// (module doc); returns the bytes handed back.
+pub fn return_freed() -> u64 {
+    let mut runs: Vec<IoVec> = Vec::new();
+    frames::take_freed_runs(&mut runs);
+    send(&runs, RECLAIM_RUNNING)
+}
+
+/// Sends `runs` in `Reclaim` batches flagged `flags` (the last one also
+/// `RECLAIM_LAST`); returns the bytes handed back.
+fn send(runs: &[IoVec], flags: u64) -> u64 {
+    let batches = runs.chunks(MAX_IOVECS as usize);
+    let n = batches.len();
+    if n == 0 {
+        // Nothing to drop; still tell the VMM the reclaim is done.
+        hostcall::call(Call::Reclaim, [0, 0, flags | RECLAIM_LAST, 0, 0, 0]);
+    }
+    for (i, batch) in batches.enumerate() {
+        let (gpa, count) = hostcall::iovecs(batch);
+        let last = if i + 1 == n { RECLAIM_LAST } else { 0 };
+        let rc = hostcall::call(Call::Reclaim, [gpa, count, flags | last, 0, 0, 0]);
+        if rc < 0 {
+            log::error!("reclaim refused by the VMM: {rc}");
+            return 0;
+        }
+    }
+    runs.iter().map(|r| r.len).sum()
 }
 
 /// Serves pending control requests from the kick interrupt: the program
@@ -90,24 +132,10 @@ fn serve(interrupted: bool) {
 /// Returns free memory to the host; returns the bytes handed back.
 pub fn reclaim() -> u64 {
     let mut runs: Vec<IoVec> = Vec::new();
+    frames::forget_freed();
     frames::for_each_free_run(|gpa, len| runs.push(IoVec { gpa, len }));
     frames::for_each_returned_chunk(|gpa, len| runs.push(IoVec { gpa, len }));
-    let total: u64 = runs.iter().map(|r| r.len).sum();
-    let batches = runs.chunks(MAX_IOVECS as usize);
-    let n = batches.len();
-    if n == 0 {
-        // Nothing to drop; still tell the VMM the reclaim is done.
-        hostcall::call(Call::Reclaim, [0, 0, 1, 0, 0, 0]);
-    }
-    for (i, batch) in batches.enumerate() {
-        let (gpa, count) = hostcall::iovecs(batch);
-        let last = u64::from(i + 1 == n);
-        let rc = hostcall::call(Call::Reclaim, [gpa, count, last, 0, 0, 0]);
-        if rc < 0 {
-            log::error!("reclaim refused by the VMM: {rc}");
-            return 0;
-        }
-    }
+    let total = send(&runs, 0);
     let s = frames::stats();
     log::debug!(
         "reclaimed {} KiB in {} ranges; {} pages in use, {} free in {} chunks",

@@ -61,12 +61,17 @@ pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
 }
 
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
+    let blocking = crate::syscalls::cputime::may_block(c, &args);
+    // Freed memory goes back before the guest waits (a process that exits
+    // while the others sleep); `Reclaim` itself never blocks.
+    if blocking && crate::mm::frames::return_due() {
+        crate::control::return_freed();
+    }
     let mut rec = RECORD.lock();
     rec.call = c as u64;
     rec.args = args;
     rec.ret = 0;
     let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
-    let blocking = crate::syscalls::cputime::may_block(c, &args);
     let t0 = if blocking { arch::rdtsc() } else { 0 };
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.

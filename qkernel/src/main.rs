@@ -167,9 +167,6 @@ mod kernel {
                 hostcall::exit_with_reason(126, &alloc::format!("{name}: {e}"))
             }
         };
-        // The images' segments are in user pages now (`exec` is not used
-        // again).
-        mm::frames::discard_boot_images([info.program, info.interp], boot_end, info.mem_size);
         let cwd =
             crate::fs::path::normalize(core::str::from_utf8(boot_slice(info.cwd)).unwrap_or("/"));
         // The ELF file run: the program, or a script's interpreter.

@@ -103,7 +103,9 @@ pub enum Call {
     Sleep = 7,
     /// Drop guest memory: `args[0]` = GPA of an [`IoVec`] array of
     /// page-aligned guest-physical ranges, `args[1]` = its length,
-    /// `args[2]` bit 0 = the last batch of this reclaim.
+    /// `args[2]` bit 0 ([`RECLAIM_LAST`]) = the last batch of this reclaim,
+    /// bit 1 ([`RECLAIM_RUNNING`]) = pages the running program freed (the
+    /// guest's automatic return, not a requested reclaim).
     Reclaim = 8,
     /// `poll` on host fds of the sandbox: `args[0]` = GPA of [`PollFd`]
     /// array, `args[1]` = count (at most [`MAX_POLL_FDS`]), `args[2]` = host `CLOCK_MONOTONIC` deadline in
@@ -261,6 +263,12 @@ const _: () = assert!(core::mem::size_of::<SwapPage>() == 16);
 
 /// Upper bound on the iovec count of one call; longer lists are refused.
 pub const MAX_IOVECS: u64 = 1024;
+
+/// [`Call::Reclaim`] flag: the last batch of this reclaim.
+pub const RECLAIM_LAST: u64 = 1 << 0;
+/// [`Call::Reclaim`] flag: pages freed while the program runs, handed back
+/// by the guest on its own once enough have gathered.
+pub const RECLAIM_RUNNING: u64 = 1 << 1;
 
 /// Written by the VMM in answer to [`Call::Hello`].
 #[repr(C)]

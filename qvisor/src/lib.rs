@@ -32,6 +32,7 @@ pub use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
 use crate::hibernate::{Hibernation, StateDir};
 use crate::hostcall::HostCalls;
+pub use crate::hostcall::Returned;
 pub use crate::program::read_program;
 
 /// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
@@ -126,6 +127,8 @@ pub struct RunReport {
     pub reclaimed: u64,
     /// Time slices the VMM ended (`control::PREEMPT` posts, `crate::slice`).
     pub preemptions: u64,
+    /// What the guest handed back on its own while the program ran.
+    pub returned: Returned,
 }
 
 /// A sandbox: a VM running one program.
@@ -289,6 +292,7 @@ impl Sandbox {
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
             preemptions: channel.slicer.preempts.load(std::sync::atomic::Ordering::Relaxed),
+            returned: calls.returned,
         })
     }
 }

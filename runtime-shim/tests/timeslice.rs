@@ -33,10 +33,10 @@ fn same(args: &[&str]) -> u64 {
     let took = t.elapsed();
     let preemptions = preemptions(&stderr(&sandboxed));
     eprintln!("timeslice {args:?}: {took:?}, {preemptions} preemptions");
-    // The stats line is the sandbox's own.
+    // The stats lines are the sandbox's own.
     sandboxed.stderr = stderr(&sandboxed)
         .lines()
-        .filter(|l| !l.starts_with("qrun: status"))
+        .filter(|l| !l.starts_with("qrun: status") && !l.starts_with("qrun: returned"))
         .map(|l| format!("{l}\n"))
         .collect::<String>()
         .into_bytes();

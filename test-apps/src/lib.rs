@@ -60,6 +60,7 @@ pub const ALL: &[&str] = &[
     "fileops",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",
+    "free_probe",
     "fileops_special",
     "hello",
     // Hibernation tests and bench: a 64 MiB pattern driven over stdin.

@@ -3,7 +3,8 @@
 //! `/functionbench`, a tmpfs at `/tmp`, the host's network namespace so a
 //! loopback port reaches it), and the runtime commands that drive it
 //! (`create`, `start`, `state`, `kill`, `delete`, each with its own
-//! `--root`).
+//! `--root` and the runtime's global flags; for gVisor also `checkpoint`
+//! and `restore`).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -25,18 +26,50 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A runtime binary and its state directory.
+/// A runtime binary, its state directory and the global flags every
+/// command of it gets (runsc: `--network=host`, which it must see on
+/// `create` and `start` alike).
 pub struct Runtime {
     pub name: &'static str,
     pub bin: PathBuf,
     pub root: PathBuf,
+    pub flags: Vec<String>,
 }
 
 impl Runtime {
     fn cmd(&self) -> Command {
         let mut c = Command::new(&self.bin);
-        c.arg("--root").arg(&self.root).stdin(Stdio::null());
+        c.arg("--root")
+            .arg(&self.root)
+            .args(&self.flags)
+            .stdin(Stdio::null());
         c
+    }
+
+    /// The ids `list -q` shows (runc and runsc keep files, not one
+    /// directory per container, under their root).
+    pub fn list(&self) -> Vec<String> {
+        self.run(&["list", "-q"])
+            .map(|out| {
+                out.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The gofer of a gVisor sandbox (a process beside the sandbox, not
+    /// under it): `goferPid` in runsc's state file.
+    fn gofer_pid(&self, id: &str) -> Option<i32> {
+        let state = self.root.join(format!("{id}_sandbox:{id}.state"));
+        let text = std::fs::read_to_string(state).ok()?;
+        let j: Json = serde_json::from_str(&text).ok()?;
+        j.get("goferPid")?
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .filter(|p| *p > 0)
     }
 
     fn run(&self, args: &[&str]) -> Result<String, String> {
@@ -91,6 +124,7 @@ pub struct Instance<'a> {
     pub id: String,
     pub port: u16,
     pub pid: i32,
+    bundle: PathBuf,
     log: PathBuf,
 }
 
@@ -109,12 +143,16 @@ impl<'a> Instance<'a> {
         work: &Path,
         image: &Path,
         scripts: &Path,
-        script: &str,
+        args: &[&str],
         id: String,
     ) -> Result<(Self, f64), String> {
         let port = free_port()?;
         let bundle = work.join(format!("bundle-{id}"));
-        write_bundle(&bundle, image, scripts, script, port)?;
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{port}", &port.to_string()))
+            .collect();
+        write_bundle(&bundle, image, scripts, &args)?;
         let log = bundle.join("output.log");
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let logf2 = logf.try_clone().map_err(|e| format!("log: {e}"))?;
@@ -136,21 +174,98 @@ impl<'a> Instance<'a> {
             id,
             port,
             pid: 0,
+            bundle,
             log,
         };
         if !status.success() {
             return Err(inst.failure(&format!("{} create: {status}", rt.name)));
         }
         rt.run(&["start", &inst.id]).map_err(|e| inst.failure(&e))?;
-        inst.pid = inst
+        inst.read_pid()?;
+        inst.wait_ready(t0)?;
+        Ok((inst, ms(t0)))
+    }
+
+    fn read_pid(&mut self) -> Result<(), String> {
+        self.pid = self
             .rt
-            .state(&inst.id)?
+            .state(&self.id)?
             .get("pid")
             .and_then(Json::as_i64)
             .and_then(|p| i32::try_from(p).ok())
             .unwrap_or(0);
-        inst.wait_ready(t0)?;
-        Ok((inst, ms(t0)))
+        Ok(())
+    }
+
+    /// `runsc checkpoint --image-path DIR ID` (the container stops once
+    /// saved); its wall time in ms.
+    pub fn checkpoint(&self, dir: &Path) -> Result<f64, String> {
+        interrupt::check()?;
+        let t0 = Instant::now();
+        let out = self
+            .rt
+            .cmd()
+            .arg("checkpoint")
+            .arg("--image-path")
+            .arg(dir)
+            .arg(&self.id)
+            .output()
+            .map_err(|e| format!("{} checkpoint: {e}", self.rt.name))?;
+        let t = ms(t0);
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!(
+                "{} checkpoint: {}",
+                self.rt.name,
+                first_error_line(&err).unwrap_or_else(|| out.status.to_string())
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Deletes the checkpointed container and `runsc restore`s it from
+    /// `dir` under the same id; returns the time from the restore command
+    /// to the first response of `GET /`, in ms.
+    pub fn restore(&mut self, dir: &Path) -> Result<f64, String> {
+        interrupt::check()?;
+        self.rt.run(&["delete", "--force", &self.id])?;
+        let logf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let logf2 = logf.try_clone().map_err(|e| format!("log: {e}"))?;
+        let t0 = Instant::now();
+        let status = self
+            .rt
+            .cmd()
+            .arg("restore")
+            .arg("--image-path")
+            .arg(dir)
+            .arg("--bundle")
+            .arg(&self.bundle)
+            .arg("--detach")
+            .arg(&self.id)
+            .stdout(logf)
+            .stderr(logf2)
+            .process_group(0)
+            .status()
+            .map_err(|e| format!("{} restore: {e}", self.rt.name))?;
+        if !status.success() {
+            return Err(self.failure(&format!("{} restore: {status}", self.rt.name)));
+        }
+        self.read_pid()?;
+        self.wait_ready(t0)?;
+        Ok(ms(t0))
+    }
+
+    /// The host processes of the instance: the container's pid and its
+    /// descendants, and for gVisor its gofer.
+    fn pids(&self) -> Vec<i32> {
+        let mut pids = tree(self.pid);
+        if let Some(g) = self.rt.gofer_pid(&self.id) {
+            pids.extend(tree(g));
+        }
+        pids
     }
 
     /// Polls `GET /` until it answers 200; fails if the container stops
@@ -216,7 +331,7 @@ impl<'a> Instance<'a> {
     /// PSS of the container's processes (the pid and its descendants), MiB.
     pub fn pss_mib(&self) -> Result<f64, String> {
         let mut kb = 0.0;
-        for pid in tree(self.pid) {
+        for pid in self.pids() {
             let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
                 .map_err(|e| format!("smaps_rollup of {pid}: {e}"))?;
             kb += super::report::pss_kb(&text).ok_or("no Pss line in smaps_rollup")?;
@@ -227,7 +342,7 @@ impl<'a> Instance<'a> {
     /// utime + stime of the container's processes, ms.
     pub fn cpu_ms(&self) -> Result<f64, String> {
         let mut ticks = 0.0;
-        for pid in tree(self.pid) {
+        for pid in self.pids() {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .map_err(|e| format!("stat of {pid}: {e}"))?;
             ticks += super::report::cpu_ticks(&stat).ok_or("bad /proc/PID/stat")?;
@@ -288,13 +403,7 @@ pub fn http_get(port: u16, path: &str, timeout: Duration) -> Result<(u16, String
 }
 
 /// The bundle: `config.json` only; the root is the shared image.
-fn write_bundle(
-    dir: &Path,
-    image: &Path,
-    scripts: &Path,
-    script: &str,
-    port: u16,
-) -> Result<(), String> {
+fn write_bundle(dir: &Path, image: &Path, scripts: &Path, args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let config = json!({
         "ociVersion": "1.0.2",
@@ -302,7 +411,7 @@ fn write_bundle(
         "process": {
             "terminal": false,
             "user": { "uid": 0, "gid": 0 },
-            "args": ["/usr/bin/python3", format!("/functionbench/{script}"), port.to_string()],
+            "args": args,
             "env": [
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME=/tmp",

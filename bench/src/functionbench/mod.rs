@@ -1,18 +1,22 @@
 //! FunctionBench (issue 19): real serverless functions as OCI containers
-//! under qrun and runc (and gVisor's `runsc` when it is on PATH), side by
-//! side. `bench functionbench [--quick] [--out-dir DIR] [--qrun PATH]
-//! [--only W1,W2]`; `make functionbench` / `make functionbench-quick`.
+//! under qrun, runc and gVisor's `runsc`, side by side. `bench
+//! functionbench [--quick] [--instances N] [--out-dir DIR] [--qrun PATH]
+//! [--runsc PATH] [--only W1,W2]`; `make functionbench` /
+//! `make functionbench-quick`.
 //!
 //! The image is built once by `scripts/functionbench-image.sh` (a Debian
-//! bookworm rootfs with python3 and the workloads' libraries, cached); each
-//! workload is a Python HTTP function from `functionbench/` (the image
-//! read-only as `root.path`, the scripts bound at `/functionbench`). Per
-//! workload and runtime, N instances (10; 3 with `--quick`) run side by
-//! side, measured as in [`crate::hibernate`] but through the OCI commands:
-//! cold start, warm latency, and for qrun two hibernations with `qrun kill
-//! ID SIGSTOP` (the first woken page by page, the second by REAP), hibernate
-//! time, PSS warm / hibernated / woken, CPU while hibernated, swap faults
-//! and bytes read per wake ([`container`], [`report`]).
+//! bookworm rootfs with python3 and the workloads' libraries, Node.js, a
+//! JRE and the Go and Java hello servers, cached), `runsc` once by
+//! `scripts/runsc.sh` (from its Go module, CGO_ENABLED=0, cached); each
+//! workload is an HTTP function from `functionbench/` (the image read-only
+//! as `root.path`, the scripts bound at `/functionbench`). Per workload and
+//! runtime, N instances (10; 3 with `--quick`) run side by side, measured
+//! as in [`crate::hibernate`] but through the OCI commands: cold start,
+//! warm latency, and for qrun two hibernations with `qrun kill ID SIGSTOP`
+//! (the first woken page by page, the second by REAP), hibernate time, PSS
+//! warm / hibernated / woken, CPU while hibernated, swap faults and bytes
+//! read per wake; for gVisor `runsc checkpoint` and `runsc restore` with
+//! its first request instead ([`container`], [`report`]).
 //!
 //! A workload that fails under a runtime is reported with its first error
 //! line and the run goes on; a runtime or image part that is missing is
@@ -37,91 +41,173 @@ use crate::stats::Summary;
 use container::{Instance, Runtime};
 use report::{Outcome, RuntimeResult, WorkloadResult};
 
-const USAGE: &str =
-    "usage: bench functionbench [--quick] [--out-dir DIR] [--qrun PATH] [--only W1,W2,...]";
+const USAGE: &str = "usage: bench functionbench [--quick] [--instances N] [--out-dir DIR] [--qrun PATH] \
+     [--runsc PATH] [--only W1,W2,...]";
 
-/// A workload: its name in the report, its script, and what it needs.
+/// What a workload needs from the image beyond Python: a line of the
+/// image's stamp says whether it was built (`scripts/functionbench-image.sh`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Needs {
+    Python,
+    OpenCv,
+    Node,
+    Java,
+    Go,
+}
+
+/// A workload: its name in the report, its command (`{port}` is replaced
+/// by its port), and what it needs.
 struct Workload {
     name: &'static str,
-    script: &'static str,
-    needs_opencv: bool,
+    args: &'static [&'static str],
+    needs: Needs,
+}
+
+const fn py(name: &'static str, args: &'static [&'static str]) -> Workload {
+    Workload {
+        name,
+        args,
+        needs: Needs::Python,
+    }
 }
 
 const WORKLOADS: &[Workload] = &[
-    Workload {
-        name: "hello",
-        script: "hello.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "float_operation",
-        script: "float_operation.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "image_processing",
-        script: "image_processing.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "json_dumps_loads",
-        script: "json_dumps_loads.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "pyaes",
-        script: "aes.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "matmul",
-        script: "matmul.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "linpack",
-        script: "linpack.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "chameleon",
-        script: "chameleon_table.py",
-        needs_opencv: false,
-    },
-    Workload {
-        name: "gzip_compression",
-        script: "gzip_compression.py",
-        needs_opencv: false,
-    },
+    py(
+        "hello",
+        &["/usr/bin/python3", "/functionbench/hello.py", "{port}"],
+    ),
+    py(
+        "float_operation",
+        &[
+            "/usr/bin/python3",
+            "/functionbench/float_operation.py",
+            "{port}",
+        ],
+    ),
+    py(
+        "image_processing",
+        &[
+            "/usr/bin/python3",
+            "/functionbench/image_processing.py",
+            "{port}",
+        ],
+    ),
+    py(
+        "json_dumps_loads",
+        &[
+            "/usr/bin/python3",
+            "/functionbench/json_dumps_loads.py",
+            "{port}",
+        ],
+    ),
+    py(
+        "pyaes",
+        &["/usr/bin/python3", "/functionbench/aes.py", "{port}"],
+    ),
+    py(
+        "matmul",
+        &["/usr/bin/python3", "/functionbench/matmul.py", "{port}"],
+    ),
+    py(
+        "linpack",
+        &["/usr/bin/python3", "/functionbench/linpack.py", "{port}"],
+    ),
+    py(
+        "chameleon",
+        &[
+            "/usr/bin/python3",
+            "/functionbench/chameleon_table.py",
+            "{port}",
+        ],
+    ),
+    py(
+        "gzip_compression",
+        &[
+            "/usr/bin/python3",
+            "/functionbench/gzip_compression.py",
+            "{port}",
+        ],
+    ),
     Workload {
         name: "video_processing",
-        script: "video_processing.py",
-        needs_opencv: true,
+        args: &[
+            "/usr/bin/python3",
+            "/functionbench/video_processing.py",
+            "{port}",
+        ],
+        needs: Needs::OpenCv,
+    },
+    Workload {
+        name: "hello_nodejs",
+        args: &["/usr/bin/node", "/functionbench/hello.js", "{port}"],
+        needs: Needs::Node,
+    },
+    Workload {
+        name: "hello_go",
+        args: &["/opt/functionbench/hello_go", "{port}"],
+        needs: Needs::Go,
+    },
+    // The serial collector and a bounded heap: fewer GC threads, and a
+    // heap that fits the 512 MiB every runtime gives an instance.
+    Workload {
+        name: "hello_java",
+        args: &[
+            "/usr/bin/java",
+            "-XX:+UseSerialGC",
+            "-Xmx128m",
+            "-cp",
+            "/opt/functionbench/java",
+            "Hello",
+            "{port}",
+        ],
+        needs: Needs::Java,
     },
 ];
 
-/// The paper's hello servers in other languages: not in the image yet.
-const NOT_BUILT: &[(&str, &str)] = &[
-    ("hello_nodejs", "Node.js is not in the image yet"),
-    (
-        "hello_java",
-        "a JRE (openjdk-17-jre-headless) is not in the image yet",
-    ),
-    ("hello_go", "Go binaries are not in the image yet"),
-];
+/// Why the image lacks what `needs` asks for (from its stamp), if it does.
+fn not_built(stamp: &str, needs: Needs) -> Option<String> {
+    let line = |key: &str| {
+        stamp
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')))
+            .map(str::to_owned)
+    };
+    let check = |key: &str, what: &str| match line(key) {
+        None => Some(format!(
+            "{what} is not in the image (rebuild it: scripts/functionbench-image.sh)"
+        )),
+        Some(v) if v.starts_with("not ") => Some(format!("{key} {v}")),
+        Some(_) => None,
+    };
+    match needs {
+        Needs::Python => None,
+        Needs::OpenCv => match line("opencv") {
+            Some(v) if v == "installed" => None,
+            Some(v) => Some(format!("opencv {v}")),
+            None => Some("opencv is not in the image".to_owned()),
+        },
+        Needs::Node => check("node", "Node.js"),
+        Needs::Go => check("go", "the Go hello binary"),
+        Needs::Java => check("java", "a JRE").or_else(|| check("javaclass", "Hello.class")),
+    }
+}
 
 struct Options {
     quick: bool,
+    instances: Option<usize>,
     out_dir: PathBuf,
     qrun: Option<PathBuf>,
+    runsc: Option<PathBuf>,
     only: Option<Vec<String>>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         quick: false,
+        instances: None,
         out_dir: workspace_root().join("docs/bench"),
         qrun: None,
+        runsc: None,
         only: None,
     };
     let mut it = args.iter();
@@ -130,6 +216,14 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--quick" => o.quick = true,
             "--out-dir" => o.out_dir = it.next().ok_or("--out-dir needs a path")?.into(),
             "--qrun" => o.qrun = Some(it.next().ok_or("--qrun needs a path")?.into()),
+            "--runsc" => o.runsc = Some(it.next().ok_or("--runsc needs a path")?.into()),
+            "--instances" => {
+                let n = it.next().ok_or("--instances needs a number")?;
+                match n.parse::<usize>() {
+                    Ok(n) if n > 0 => o.instances = Some(n),
+                    _ => return Err(format!("--instances: '{n}' is not a positive number")),
+                }
+            }
             "--only" => {
                 let list = it.next().ok_or("--only needs workload names")?;
                 o.only = Some(list.split(',').map(str::to_owned).collect());
@@ -149,8 +243,44 @@ fn which(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// gVisor's `runsc`: `--runsc PATH`, else built (once, cached) by
+/// `scripts/runsc.sh`, else on PATH; or why there is none.
+fn runsc(opt: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = opt {
+        return if p.is_file() {
+            Ok(p.to_owned())
+        } else {
+            Err(format!("{} does not exist", p.display()))
+        };
+    }
+    let script = workspace_root().join("scripts/runsc.sh");
+    let built = Command::new(&script)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match built {
+        Ok(o) if o.status.success() => {
+            let out = String::from_utf8_lossy(&o.stdout);
+            Ok(PathBuf::from(out.lines().last().unwrap_or("").trim()))
+        }
+        other => {
+            let why = match other {
+                Ok(o) => {
+                    let err = String::from_utf8_lossy(&o.stderr);
+                    eprint!("{err}");
+                    report::first_error_line(&err).unwrap_or_else(|| o.status.to_string())
+                }
+                Err(e) => format!("{}: {e}", script.display()),
+            };
+            which("runsc").ok_or(format!(
+                "runsc could not be built ({why}) and is not on PATH"
+            ))
+        }
+    }
+}
+
 /// Builds (or finds) the image; its rootfs and stamp text.
-fn image() -> Result<(PathBuf, String), String> {
+pub(crate) fn image() -> Result<(PathBuf, String), String> {
     let script = workspace_root().join("scripts/functionbench-image.sh");
     let out = Command::new(&script)
         .stdin(Stdio::null())
@@ -179,6 +309,8 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     interrupt::install();
+    let started = std::time::Instant::now();
+    let load_before = loadavg();
     let qrun = opts
         .qrun
         .clone()
@@ -198,33 +330,44 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let opencv = stamp
-        .lines()
-        .find_map(|l| l.strip_prefix("opencv "))
-        .unwrap_or("not installed")
-        .to_owned();
     let work = std::env::temp_dir().join(format!("qrun-fb-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     if let Err(e) = std::fs::create_dir_all(&work) {
         eprintln!("functionbench: {}: {e}", work.display());
         return ExitCode::FAILURE;
     }
-    let mut runtimes = vec![Ok(Runtime {
-        name: "qrun",
-        bin: qrun,
-        root: work.join("root-qrun"),
-    })];
-    for name in ["runc", "runsc"] {
-        runtimes.push(match which(name) {
+    let runtimes = vec![
+        Ok(Runtime {
+            name: "qrun",
+            bin: qrun,
+            root: work.join("root-qrun"),
+            flags: Vec::new(),
+        }),
+        match which("runc") {
             Some(bin) => Ok(Runtime {
-                name,
+                name: "runc",
                 bin,
-                root: work.join(format!("root-{name}")),
+                root: work.join("root-runc"),
+                flags: Vec::new(),
             }),
-            None => Err((name, format!("{name} is not on PATH"))),
-        });
-    }
-    let n = if opts.quick { 3 } else { 10 };
+            None => Err(("runc", "runc is not on PATH".to_owned())),
+        },
+        {
+            eprintln!("functionbench: runsc (built once, then cached)");
+            match runsc(opts.runsc.as_deref()) {
+                // The host's network: the function's loopback port is the
+                // bench's, as under runc and qrun.
+                Ok(bin) => Ok(Runtime {
+                    name: "runsc",
+                    bin,
+                    root: work.join("root-runsc"),
+                    flags: vec!["--network=host".to_owned()],
+                }),
+                Err(why) => Err(("runsc", why)),
+            }
+        },
+    ];
+    let n = opts.instances.unwrap_or(if opts.quick { 3 } else { 10 });
     let requests = if opts.quick { 5 } else { 10 };
     let selected: Vec<&Workload> = WORKLOADS
         .iter()
@@ -248,9 +391,9 @@ pub fn main(args: &[String]) -> ExitCode {
                     r.outcome = Outcome::Missing(why.clone());
                     r
                 }
-                Ok(_) if w.needs_opencv && opencv != "installed" => {
-                    let mut r = RuntimeResult::new(rt.as_ref().map_or("", |r| r.name));
-                    r.outcome = Outcome::NotBuilt(format!("opencv {opencv}"));
+                Ok(rt) if not_built(&stamp, w.needs).is_some() => {
+                    let mut r = RuntimeResult::new(rt.name);
+                    r.outcome = Outcome::NotBuilt(not_built(&stamp, w.needs).unwrap_or_default());
                     r
                 }
                 Ok(rt) => {
@@ -288,22 +431,6 @@ pub fn main(args: &[String]) -> ExitCode {
             break;
         }
     }
-    if opts.only.is_none() {
-        for (name, why) in NOT_BUILT {
-            let runtimes = ["qrun", "runc", "runsc"]
-                .iter()
-                .map(|rt| {
-                    let mut r = RuntimeResult::new(rt);
-                    r.outcome = Outcome::NotBuilt((*why).to_owned());
-                    r
-                })
-                .collect();
-            results.push(WorkloadResult {
-                name: (*name).to_owned(),
-                runtimes,
-            });
-        }
-    }
     for rt in runtimes.iter().flatten() {
         leftovers(rt);
     }
@@ -313,7 +440,20 @@ pub fn main(args: &[String]) -> ExitCode {
         return ExitCode::from(130);
     }
     print!("{}", report::table(&results));
-    match write_outputs(&opts, &results, &stamp, n, requests) {
+    let runsc_version = runtimes
+        .iter()
+        .flatten()
+        .find(|r| r.name == "runsc")
+        .map(|r| version(&r.bin));
+    let info = RunInfo {
+        n,
+        requests,
+        runsc_version,
+        load_before,
+        load_after: loadavg(),
+        wall_s: started.elapsed().as_secs(),
+    };
+    match write_outputs(&opts, &results, &stamp, &info) {
         Ok(paths) => {
             for p in paths {
                 println!("wrote {}", p.display());
@@ -328,17 +468,52 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Deletes any container still listed under a runtime's root (none unless
-/// a step failed between create and the instance's drop guard).
+/// a step failed between create and the instance's drop guard), and
+/// unmounts what runsc leaves mounted there (its `null-netns`).
 fn leftovers(rt: &Runtime) {
-    if let Ok(dir) = std::fs::read_dir(&rt.root) {
-        for e in dir.flatten() {
-            if let Some(id) = e.file_name().to_str()
-                && e.path().is_dir()
-            {
-                rt.remove(id);
+    if rt.name == "qrun" {
+        if let Ok(dir) = std::fs::read_dir(&rt.root) {
+            for e in dir.flatten() {
+                if let Some(id) = e.file_name().to_str()
+                    && e.path().is_dir()
+                {
+                    rt.remove(id);
+                }
             }
         }
+    } else {
+        for id in rt.list() {
+            rt.remove(&id);
+        }
     }
+    let netns = rt.root.join("null-netns");
+    if netns.exists() {
+        let _ = Command::new("umount")
+            .arg(&netns)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// What runsc this is: the module version `scripts/runsc.sh` stamped
+/// beside it (a build from the module proxy reports no version of its
+/// own), else the first line of `BIN --version`.
+fn version(bin: &Path) -> String {
+    if let Ok(v) = std::fs::read_to_string(bin.with_file_name("runsc.stamp")) {
+        return format!("gvisor.dev/gvisor {}", v.trim());
+    }
+    Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
 }
 
 struct Ctx<'a> {
@@ -364,7 +539,7 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
     let mut boxes = Vec::new();
     for i in 0..ctx.n {
         let id = format!("fb-{}-{}-{i}", std::process::id(), w.name);
-        let (b, cold) = Instance::start(ctx.rt, ctx.work, ctx.rootfs, ctx.scripts, w.script, id)?;
+        let (b, cold) = Instance::start(ctx.rt, ctx.work, ctx.rootfs, ctx.scripts, w.args, id)?;
         r.add("cold_ms", cold);
         boxes.push(b);
     }
@@ -376,6 +551,9 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
     }
     for b in &boxes {
         r.add("pss_warm_mib", b.pss_mib()?);
+    }
+    if ctx.rt.name == "runsc" {
+        return checkpoint_restore(ctx, &mut boxes, r);
     }
     if ctx.rt.name != "qrun" {
         return Ok(());
@@ -423,18 +601,97 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
             r.add(rb, read);
         }
     }
+    woken_warm(ctx, &boxes, r)?;
     for b in &boxes {
         r.add("pss_woken_mib", b.pss_mib()?);
     }
     Ok(())
 }
 
+/// Request latency once woken (qrun) or restored (gVisor): the median of a
+/// few requests per instance after its first.
+fn woken_warm(ctx: &Ctx, boxes: &[Instance], r: &mut RuntimeResult) -> Result<(), String> {
+    for b in boxes {
+        let warm: Vec<f64> = (0..ctx.requests.min(5))
+            .map(|_| b.request())
+            .collect::<Result<_, _>>()?;
+        r.add(
+            "woken_warm_ms",
+            Summary::of(&warm).map_or(f64::NAN, |s| s.median),
+        );
+    }
+    Ok(())
+}
+
+/// gVisor's nearest equivalent of hibernation: `runsc checkpoint` of every
+/// instance (the sandbox saves its memory to an image on disk and exits),
+/// then per instance `runsc restore` and its first request; PSS once all
+/// are restored. The images are deleted as soon as they are restored.
+fn checkpoint_restore(
+    ctx: &Ctx,
+    boxes: &mut [Instance],
+    r: &mut RuntimeResult,
+) -> Result<(), String> {
+    let dirs: Vec<PathBuf> = boxes
+        .iter()
+        .map(|b| ctx.work.join(format!("ckpt-{}", b.id)))
+        .collect();
+    for (b, d) in boxes.iter().zip(&dirs) {
+        r.add("ckpt_ms", b.checkpoint(d)?);
+        r.add("ckpt_image_mib", dir_mib(d));
+    }
+    for (b, d) in boxes.iter_mut().zip(&dirs) {
+        let t = b.restore(d);
+        let _ = std::fs::remove_dir_all(d);
+        r.add("restore_first_ms", t?);
+    }
+    woken_warm(ctx, boxes, r)?;
+    for b in boxes.iter() {
+        r.add("pss_woken_mib", b.pss_mib()?);
+    }
+    Ok(())
+}
+
+/// Size of the files in a directory, MiB.
+fn dir_mib(dir: &Path) -> f64 {
+    std::fs::read_dir(dir).map_or(0.0, |d| {
+        d.flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len() as f64)
+            .sum::<f64>()
+            / 1_048_576.0
+    })
+}
+
 /// What the figures mean, and what they do not say.
 const CAVEATS: &str = "How to read it: qrun's PSS is that of its sandbox process (the VMM with the \
 guest's RAM, kernel and page cache in it); runc's is that of the container's processes (the Python \
 process: its shared libraries and page cache are the host's, shared with the other instances and \
-divided among them by PSS). Cold start includes the first request's work. runc has no hibernation: its \
-hibernation columns are `-`. CPU while hibernated is read from /proc in 10 ms ticks over one second.";
+divided among them by PSS); gVisor's is that of its sandbox (the Sentry with the application's memory) \
+and its gofer. Cold start includes the first request's work. runc has no hibernation: its hibernation \
+columns are `-`. gVisor's nearest equivalent is `runsc checkpoint --image-path` (the sandbox saves its \
+memory to disk and exits: `ckpt ms`, image size `ckpt MiB`) and `runsc restore` (`restore 1st ms`: the \
+restore command to the first response); its `PSS woken` and `woken ms` are after the restore. \
+`woken ms` is the median of 5 requests after the first once woken (qrun: after the REAP wake). \
+CPU while hibernated is \
+read from /proc in 10 ms ticks over one second.";
+
+/// How the run went, for the report.
+struct RunInfo {
+    n: usize,
+    requests: usize,
+    runsc_version: Option<String>,
+    load_before: String,
+    load_after: String,
+    wall_s: u64,
+}
+
+/// The first three fields of /proc/loadavg.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
 
 /// PNG charts by `scripts/functionbench-charts.py` (needs matplotlib on
 /// the host): their file names, and a note when none were made.
@@ -470,9 +727,9 @@ fn write_outputs(
     opts: &Options,
     results: &[WorkloadResult],
     stamp: &str,
-    n: usize,
-    requests: usize,
+    info: &RunInfo,
 ) -> Result<Vec<PathBuf>, String> {
+    let RunInfo { n, requests, .. } = *info;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -494,17 +751,40 @@ fn write_outputs(
         "warm_requests": requests,
         "image": image,
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "runsc": info.runsc_version,
+        "loadavg_before": info.load_before,
+        "loadavg_after": info.load_after,
+        "wall_s": info.wall_s,
     });
     let j = report::to_json(results, settings);
     let text = serde_json::to_string_pretty(&j).map_err(|e| e.to_string())? + "\n";
     std::fs::write(&json_path, text).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    let command = if opts.instances.is_some() {
+        format!("`bench functionbench --instances {n}`")
+    } else {
+        format!("`make {kind}`")
+    };
+    let runsc = info.runsc_version.as_deref().map_or(String::new(), |v| {
+        format!(
+            " gVisor: `runsc` ({v}), built by `scripts/runsc.sh` from its Go module with \
+             CGO_ENABLED=0, default platform (systrap), `--network=host` (the loopback port is the \
+             host's, as for runc and qrun)."
+        )
+    });
     let preamble = format!(
-        "`make {kind}` on {date}: {n} instances per workload and runtime, side by side; warm latency is the \
+        "{command} on {date}: {n} instances per workload and runtime, side by side; warm latency is the \
          median of {requests} requests per instance, each figure below the median over the instances. \
-         Every request is a `GET /` on a new loopback connection to a Python `http.server` function \
-         (`functionbench/`); the image is a Debian bookworm rootfs shared read-only by all bundles \
-         (`scripts/functionbench-image.sh`).\n\nImage:\n\n```\n{}\n```\n\nThe JSON with min, p90 and max of \
-         every figure: `{}`.",
+         Every request is a `GET /` on a new loopback connection to an HTTP function (`functionbench/`: \
+         Python `http.server`, and hello servers in Node.js, Go and Java); the image is a Debian bookworm \
+         rootfs shared read-only by all bundles (`scripts/functionbench-image.sh`).{runsc}\n\n\
+         The machine: {} CPUs, shared with other work during the run (load average {} before, {} after; \
+         the run took {} s), so absolute times are those of a loaded machine; the runtimes ran one after \
+         the other per workload, under the same load.\n\nImage:\n\n```\n{}\n```\n\nThe JSON with min, \
+         p90 and max of every figure: `{}`.",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        info.load_before,
+        info.load_after,
+        info.wall_s,
         stamp.trim(),
         json_path
             .file_name()
@@ -522,4 +802,57 @@ fn write_outputs(
     let mut out = vec![json_path, md_path];
     out.extend(charts.iter().map(|c| opts.out_dir.join(c)));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAMP: &str = "version 1\npython 3.11.2\nopencv installed\nnode v18.20.4\n\
+        java openjdk version \"17.0.19\"\ngo not built: no go on the host\n\
+        javaclass not built: no javac on the host\nextras 1\n";
+
+    #[test]
+    fn image_parts_come_from_the_stamp() {
+        assert_eq!(not_built(STAMP, Needs::Python), None);
+        assert_eq!(not_built(STAMP, Needs::OpenCv), None);
+        assert_eq!(not_built(STAMP, Needs::Node), None);
+        assert_eq!(
+            not_built(STAMP, Needs::Go).as_deref(),
+            Some("go not built: no go on the host")
+        );
+        // A JRE without the compiled class is not enough.
+        assert_eq!(
+            not_built(STAMP, Needs::Java).as_deref(),
+            Some("javaclass not built: no javac on the host")
+        );
+        // An image from before the second layer: said so, not left out.
+        let old = "version 1\nopencv not installed: pip failed\n";
+        assert!(not_built(old, Needs::Node).is_some_and(|w| w.contains("not in the image")));
+        assert_eq!(
+            not_built(old, Needs::OpenCv).as_deref(),
+            Some("opencv not installed: pip failed")
+        );
+    }
+
+    #[test]
+    fn every_workload_has_a_port_and_a_unique_name() {
+        for (i, w) in WORKLOADS.iter().enumerate() {
+            assert!(w.args.contains(&"{port}"), "{}", w.name);
+            assert!(
+                WORKLOADS[..i].iter().all(|o| o.name != w.name),
+                "{}",
+                w.name
+            );
+        }
+    }
+
+    #[test]
+    fn instances_option() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let o = parse_args(&args(&["--instances", "4", "--quick"])).unwrap();
+        assert_eq!(o.instances, Some(4));
+        assert!(parse_args(&args(&["--instances", "0"])).is_err());
+        assert!(parse_args(&args(&["--instances"])).is_err());
+    }
 }

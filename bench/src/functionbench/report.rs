@@ -38,7 +38,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "MiB",
         "PSS while hibernated (all instances at once)",
     ),
-    ("pss_woken_mib", "MiB", "PSS after the REAP wake"),
+    (
+        "woken_warm_ms",
+        "ms",
+        "median request latency once woken (qrun: after the REAP wake; gVisor: after the restore)",
+    ),
+    (
+        "pss_woken_mib",
+        "MiB",
+        "PSS after the REAP wake (gVisor: after the restore)",
+    ),
     (
         "cpu_hibernated_ms_per_s",
         "ms",
@@ -52,6 +61,17 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     ("reap_swap_faults", "", "swap faults of the REAP wake"),
     ("reap_read_mib", "MiB", "bytes read back by the REAP wake"),
+    (
+        "ckpt_ms",
+        "ms",
+        "gVisor: `runsc checkpoint --image-path`, wall time",
+    ),
+    ("ckpt_image_mib", "MiB", "gVisor: checkpoint image on disk"),
+    (
+        "restore_first_ms",
+        "ms",
+        "gVisor: `runsc restore` to the first response",
+    ),
 ];
 
 /// How one workload fared under one runtime.
@@ -168,7 +188,14 @@ pub fn targets(w: &WorkloadResult) -> Vec<Target> {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
     };
-    let missing = |v: Option<f64>| v.is_none().then(|| "not measured".to_owned());
+    let failed = |r: Option<&RuntimeResult>| {
+        r.filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+            .map(|r| format!("{} failed", r.runtime))
+    };
+    let why_none = failed(q)
+        .or_else(|| failed(runc))
+        .unwrap_or_else(|| "not measured".to_owned());
+    let missing = |v: Option<f64>| v.is_none().then(|| why_none.clone());
     let cold = m(q, "cold_ms");
     let reap = ratio(m(q, "reap_first_ms"), cold);
     let reap_note = match cold {
@@ -224,10 +251,14 @@ const COLUMNS: &[(&str, &str)] = &[
     ("hibernate_ms", "hib ms"),
     ("pf_first_ms", "pf 1st ms"),
     ("reap_first_ms", "REAP 1st ms"),
+    ("woken_warm_ms", "woken ms"),
     ("pss_warm_mib", "PSS warm"),
     ("pss_hibernated_mib", "PSS hib"),
     ("pss_woken_mib", "PSS woken"),
     ("cpu_hibernated_ms_per_s", "CPU hib"),
+    ("ckpt_ms", "ckpt ms"),
+    ("ckpt_image_mib", "ckpt MiB"),
+    ("restore_first_ms", "restore 1st ms"),
 ];
 
 /// The terminal table: one row per workload and runtime, medians, then
@@ -329,7 +360,9 @@ pub fn to_json(results: &[WorkloadResult], settings: Json) -> Json {
             json!({ "runtimes": rts, "targets": targets }),
         );
     }
-    json!({ "settings": settings, "workloads": workloads })
+    // The workloads' run order (the map's keys come out sorted).
+    let order: Vec<&str> = results.iter().map(|w| w.name.as_str()).collect();
+    json!({ "settings": settings, "order": order, "workloads": workloads })
 }
 
 /// The markdown report: how it was run, the table of medians, the
@@ -341,6 +374,14 @@ pub fn markdown(
     charts: &[String],
 ) -> String {
     let mut s = format!("# {title}\n\n{preamble}\n\n");
+    s.push_str("## Summary\n\n");
+    s.push_str(&summary_table(results));
+    s.push_str(
+        "\nMedians; `fail`: the runtime failed the workload (below, its first error line).\n\n",
+    );
+    s.push_str("## Status per runtime\n\n");
+    s.push_str(&status_table(results));
+    s.push('\n');
     s.push_str(&target_summary(results));
     s.push_str("\n## Medians\n\n");
     s.push_str("| workload | runtime | status |");
@@ -360,7 +401,7 @@ pub fn markdown(
         }
     }
     s.push_str("\nPSS in MiB; `CPU hib` is ms of CPU per second while hibernated. ");
-    s.push_str("`-`: not measured (runc has no hibernation; a failed run stops at its error).\n");
+    s.push_str("`-`: not measured (runc has no hibernation, qrun and runc no checkpoint; a failed run stops at its error).\n");
     s.push_str("\n## Targets (issue 19)\n\n| workload | target | value | limit | verdict |\n|---|---|---:|---:|---|\n");
     for w in results {
         for t in targets(w) {
@@ -390,15 +431,102 @@ pub fn markdown(
     if !problems.is_empty() {
         s.push_str("\n## Not measured\n\n| workload | runtime | status | first error line / reason |\n|---|---|---|---|\n");
         for (w, r) in problems {
-            let reason = r.outcome.reason().replace('|', "\\|");
+            let reason = code(r.outcome.reason());
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | `{reason}` |",
+                "| {} | {} | {} | {reason} |",
                 w.name,
                 r.runtime,
                 r.outcome.label()
             );
         }
+    }
+    s
+}
+
+/// `text` as a markdown code span inside a table cell: pipes escaped, and
+/// fenced with two backticks when it holds one (Node's assertion messages).
+fn code(text: &str) -> String {
+    let t = text.replace('|', "\\|");
+    if t.contains('`') {
+        format!("`` {t} ``")
+    } else {
+        format!("`{t}`")
+    }
+}
+
+/// The runtimes in the order they were run.
+fn runtime_names(results: &[WorkloadResult]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in results.iter().flat_map(|w| &w.runtimes) {
+        if !names.contains(&r.runtime.as_str()) {
+            names.push(&r.runtime);
+        }
+    }
+    names
+}
+
+/// Every workload's status under every runtime, with the reason of each
+/// one that did not pass.
+pub fn status_table(results: &[WorkloadResult]) -> String {
+    let names = runtime_names(results);
+    let mut s = String::from("| workload |");
+    for n in &names {
+        let _ = write!(s, " {n} |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(names.len()));
+    s.push('\n');
+    for w in results {
+        let _ = write!(s, "| {} |", w.name);
+        for n in &names {
+            let cell = match w.runtime(n).map(|r| &r.outcome) {
+                None => "-".to_owned(),
+                Some(Outcome::Ok) => "pass".to_owned(),
+                Some(o) => format!("{}: {}", o.label(), code(o.reason())),
+            };
+            let _ = write!(s, " {cell} |");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The short table (for the README): per workload, the medians that
+/// compare the runtimes, `-` where a runtime did not measure it.
+pub fn summary_table(results: &[WorkloadResult]) -> String {
+    let cols: &[(&str, &str, &str)] = &[
+        ("cold ms qrun", "qrun", "cold_ms"),
+        ("runc", "runc", "cold_ms"),
+        ("gVisor", "runsc", "cold_ms"),
+        ("warm ms qrun", "qrun", "warm_ms"),
+        ("runc", "runc", "warm_ms"),
+        ("gVisor", "runsc", "warm_ms"),
+        ("1st after hib. (REAP) qrun", "qrun", "reap_first_ms"),
+        ("restore+1st gVisor", "runsc", "restore_first_ms"),
+        ("PSS MiB warm qrun", "qrun", "pss_warm_mib"),
+        ("runc", "runc", "pss_warm_mib"),
+        ("gVisor", "runsc", "pss_warm_mib"),
+        ("hibernated qrun", "qrun", "pss_hibernated_mib"),
+    ];
+    let mut s = String::from("| workload |");
+    for (h, _, _) in cols {
+        let _ = write!(s, " {h} |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---:|".repeat(cols.len()));
+    s.push('\n');
+    for w in results {
+        let _ = write!(s, "| {} |", w.name);
+        for (_, rt, k) in cols {
+            let c = match w.runtime(rt) {
+                Some(r) if r.outcome == Outcome::Ok => cell(r, k),
+                Some(r) if matches!(r.outcome, Outcome::Failed(_)) => "fail".to_owned(),
+                _ => "-".to_owned(),
+            };
+            let _ = write!(s, " {c} |");
+        }
+        s.push('\n');
     }
     s
 }
@@ -435,11 +563,14 @@ pub fn target_summary(results: &[WorkloadResult]) -> String {
 
 /// The line of a failed program's output that says why: the exception line
 /// of a Python traceback (its last `Name: message` line), else the first
-/// line naming an error, else the last non-empty line.
+/// line saying something failed (Go's runtime, Node's assertions, the JVM's
+/// `fatal error: X failed`), else the first line naming an error, else the
+/// last non-empty line. Leading `#` (the JVM's crash banner) is dropped and
+/// headings (lines ending in `:`) are skipped.
 pub fn first_error_line(text: &str) -> Option<String> {
     let lines: Vec<&str> = text
         .lines()
-        .map(str::trim)
+        .map(|l| l.trim().trim_start_matches('#').trim())
         .filter(|l| !l.is_empty())
         .collect();
     if let Some(pos) = lines
@@ -449,9 +580,13 @@ pub fn first_error_line(text: &str) -> Option<String> {
     {
         return Some((*l).to_owned());
     }
-    lines
-        .iter()
-        .find(|l| l.to_ascii_lowercase().contains("error"))
+    let with = |word: &str| {
+        lines
+            .iter()
+            .find(|l| !l.ends_with(':') && l.to_ascii_lowercase().contains(word))
+    };
+    with("failed")
+        .or_else(|| with("error"))
         .or(lines.last())
         .map(|l| (*l).to_owned())
 }
@@ -596,6 +731,13 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| runsc | missing |"), "{md}");
+        // The status table: one row per workload, a reason per runtime.
+        assert!(
+            md.contains("| numpy|x | FAILED: `OSError: [Errno 38] Function not implemented` | missing: `runsc is not on PATH` |"),
+            "{md}"
+        );
+        // The summary marks the failure, not a number from a partial run.
+        assert!(md.contains("| numpy|x | fail |"), "{md}");
         let table = table(&w);
         assert!(table.contains("runsc is not on PATH"), "{table}");
         let j = to_json(&w, json!({}));
@@ -608,6 +750,30 @@ mod tests {
             500.0
         );
         assert!(j["workloads"]["numpy|x"]["runtimes"]["runsc"]["metrics"]["cold_ms"].is_null());
+        assert_eq!(j["order"], json!(["numpy|x"]));
+        // A failure whose line holds a backtick stays one code span.
+        let mut q = RuntimeResult::new("qrun");
+        q.outcome = Outcome::Failed("Assertion `(0) == (x)' failed.".into());
+        let node = [WorkloadResult {
+            name: "hello_nodejs".into(),
+            runtimes: vec![q],
+        }];
+        let md2 = markdown(&node, "t", "p", &[]);
+        assert!(
+            md2.contains("| hello_nodejs | FAILED: `` Assertion `(0) == (x)' failed. `` |"),
+            "{md2}"
+        );
+        // With runc measured, its targets say qrun failed, not that
+        // nothing was measured.
+        let mut q = RuntimeResult::new("qrun");
+        q.outcome = Outcome::Failed("x".into());
+        let w = WorkloadResult {
+            name: "hello_go".into(),
+            runtimes: vec![q, result("runc", &[("warm_ms", &[1.0])])],
+        };
+        let t = targets(&w);
+        assert_eq!(t[2].note.as_deref(), Some("qrun failed"));
+        assert_eq!(t[2].verdict(), "n/a");
         // The qrun-only workload: PSS and latency against runc are n/a.
         assert!(
             md.contains("| qrun warm / runc warm latency | 1.2 | 0 | 0 | 1 |"),
@@ -635,6 +801,18 @@ mod tests {
             Some("qrun: error: mmap failed")
         );
         assert_eq!(first_error_line("a\nb\n").as_deref(), Some("b"));
+        // Go's runtime without threads: the line with the errno, not the
+        // `fatal error:` that follows it.
+        assert_eq!(
+            first_error_line("runtime: failed to create new OS thread (have 2 already; errno=38)\nfatal error: newosproc\n").as_deref(),
+            Some("runtime: failed to create new OS thread (have 2 already; errno=38)")
+        );
+        // The JVM's crash banner: past its heading, to the failing call.
+        let jvm = "#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n#  Internal Error (os_linux.cpp:5440), pid=1, tid=1\n#  fatal error: pthread_getattr_np failed with error = 2\n";
+        assert_eq!(
+            first_error_line(jvm).as_deref(),
+            Some("fatal error: pthread_getattr_np failed with error = 2")
+        );
         assert_eq!(first_error_line("\n \n"), None);
     }
 

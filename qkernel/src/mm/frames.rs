@@ -13,7 +13,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use qlib::abi::{Call, IoVec};
+use qlib::abi::IoVec;
 use qlib::bitmap_alloc::{
     AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource, PageCache,
 };
@@ -21,7 +21,6 @@ use qlib::layout::DIRECT_MAP;
 use spin::Mutex;
 
 use super::gpa_to_kva;
-use crate::hostcall;
 
 /// Guest RAM handed out as chunks: a bump range plus a stack of returned
 /// chunks.
@@ -93,6 +92,9 @@ pub fn init(start: u64, end: u64) {
 /// host a fault).
 pub fn alloc_zeroed() -> Option<u64> {
     let va = CACHE.lock().alloc()?;
+    // One vCPU and no preemption of kernel code: a plain load and store.
+    let net = FREED_NET.load(Ordering::Relaxed);
+    FREED_NET.store(net.saturating_sub(1), Ordering::Relaxed);
     Some(va as u64 - DIRECT_MAP)
 }
 
@@ -109,8 +111,10 @@ pub fn put(gpa: u64) {
         // reference can be taken meanwhile); it lies in the direct map.
         unsafe { core::ptr::write_bytes(va as *mut u8, 0, 4096) };
     }
-    if let Err(e) = CACHE.lock().dec_ref(va) {
-        report(gpa, e);
+    match CACHE.lock().dec_ref(va) {
+        Ok(0) => note_freed(gpa),
+        Ok(_) => {}
+        Err(e) => report(gpa, e),
     }
 }
 
@@ -162,53 +166,6 @@ pub fn stats() -> AllocStats {
     s
 }
 
-/// The page-aligned ranges of the boot-data images (`program`, `interp`),
-/// each rounded up to the page the VMM padded it to (`qvisor::boot`
-/// places every part on a page boundary); empty images and ranges outside
-/// `[boot_data, mem_size)` are left out.
-pub fn boot_image_ranges(images: [IoVec; 2], boot_data: u64, mem_size: u64) -> [IoVec; 2] {
-    images.map(|v| {
-        let end = v.gpa.checked_add(v.len).map(|e| e.next_multiple_of(4096));
-        match end {
-            Some(end)
-                if v.len > 0
-                    && v.gpa >= boot_data
-                    && v.gpa.is_multiple_of(4096)
-                    && end <= mem_size =>
-            {
-                IoVec {
-                    gpa: v.gpa,
-                    len: end - v.gpa,
-                }
-            }
-            _ => IoVec { gpa: 0, len: 0 },
-        }
-    })
-}
-
-/// Hands the boot data's program and interpreter images back to the host
-/// once the loader has copied their segments into user pages: nothing
-/// reads them again (`execve` reads files), and they are the size of the
-/// program (6.6 MiB for python3), held in guest RAM for the sandbox's life
-/// otherwise, hibernated or not. The VMM drops their host pages (they read
-/// back as zero). Returns the bytes handed back.
-pub fn discard_boot_images(images: [IoVec; 2], boot_data: u64, mem_size: u64) -> u64 {
-    let mut ranges = boot_image_ranges(images, boot_data, mem_size);
-    // Non-empty ranges first: the VMM gets only those.
-    ranges.sort_by_key(|r| r.len == 0);
-    let n = ranges.iter().filter(|r| r.len > 0).count();
-    if n == 0 {
-        return 0;
-    }
-    let (gpa, _) = hostcall::iovecs(&ranges);
-    let rc = hostcall::call(Call::Reclaim, [gpa, n as u64, 1, 0, 0, 0]);
-    if rc < 0 {
-        log::warn!("boot images not handed back: {rc}");
-        return 0;
-    }
-    rc as u64
-}
-
 /// Calls `f(gpa, len)` for every chunk the allocator gave back to the pool.
 pub fn for_each_returned_chunk(mut f: impl FnMut(u64, u64)) {
     let ret = RETURNED.lock();
@@ -222,4 +179,78 @@ pub fn for_each_returned_chunk(mut f: impl FnMut(u64, u64)) {
 pub fn for_each_free_run(mut f: impl FnMut(u64, u64)) {
     CACHE.lock().drain();
     FRAMES.for_each_free_run(|va, len| f(va as u64 - DIRECT_MAP, len as u64));
+}
+
+/// Pages the running program must have freed (net of what it allocated
+/// since) before the guest hands free memory back to the host on its own:
+/// 2 MiB. One `Reclaim` host call (~30 us) then covers at least 2 MiB, and
+/// a program that allocates and frees less than that in a loop never pays
+/// a host call (nor the host faults that refill dropped pages).
+pub const RETURN_THRESHOLD_PAGES: u64 = 512;
+
+/// Pages freed since the last hand-back minus pages allocated since, never
+/// below 0 (an allocation burst must not hide the frees that follow it).
+static FREED_NET: AtomicU64 = AtomicU64::new(0);
+
+/// Chunks of the pool (bit `i`: the chunk at `POOL_START + i * 4 MiB`) in
+/// which a page was freed since the last hand-back: 512 chunks cover 2 GiB,
+/// the most guest RAM there is.
+static DIRTY: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+fn note_freed(gpa: u64) {
+    let i = (gpa - POOL_START.load(Ordering::Relaxed)) / CHUNK_SIZE as u64;
+    if let Some(word) = DIRTY.get(i as usize / 64) {
+        word.fetch_or(1 << (i % 64), Ordering::Relaxed);
+    }
+    FREED_NET.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether enough freed pages have gathered to hand them back
+/// ([`RETURN_THRESHOLD_PAGES`]).
+#[inline]
+pub fn return_due() -> bool {
+    FREED_NET.load(Ordering::Relaxed) >= RETURN_THRESHOLD_PAGES
+}
+
+/// Appends to `out` the free memory of every chunk a page was freed in
+/// since the last call (its free runs if the allocator still holds it, the
+/// whole chunk if it went back to the pool), after giving the vCPU's cached
+/// pages back to the bitmaps; contiguous ranges are merged. Resets the
+/// count. Nothing may allocate until the ranges are handed back (one vCPU:
+/// the caller makes its host calls straight away).
+pub fn take_freed_runs(out: &mut alloc::vec::Vec<IoVec>) {
+    FREED_NET.store(0, Ordering::Relaxed);
+    CACHE.lock().drain();
+    let start = POOL_START.load(Ordering::Relaxed);
+    let mut push = |gpa: u64, len: u64| match out.last_mut() {
+        Some(last) if last.gpa + last.len == gpa => last.len += len,
+        _ => out.push(IoVec { gpa, len }),
+    };
+    for (w, word) in DIRTY.iter().enumerate() {
+        let mut bits = word.swap(0, Ordering::Relaxed);
+        while bits != 0 {
+            let i = w as u64 * 64 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
+            let chunk = start + i * CHUNK_SIZE as u64;
+            let held = FRAMES.for_each_free_run_in(gpa_to_kva(chunk) as usize, |va, len| {
+                push(va as u64 - DIRECT_MAP, len as u64)
+            });
+            if !held {
+                // Back in the pool: every page of it is free (a chunk goes
+                // back only when all its pages are), its control page
+                // retired; it reads as zeros once dropped, which is how a
+                // fresh chunk starts.
+                push(chunk, CHUNK_SIZE as u64);
+            }
+        }
+    }
+}
+
+/// Forgets the freed pages gathered so far: a full reclaim hands back
+/// every free page anyway.
+pub fn forget_freed() {
+    FREED_NET.store(0, Ordering::Relaxed);
+    for word in &DIRTY {
+        word.store(0, Ordering::Relaxed);
+    }
 }

@@ -382,6 +382,22 @@ impl<S: ChunkSource> BitmapAllocator<S> {
         }
     }
 
+    /// Calls `f(start, len)` for every maximal run of free pages in the one
+    /// chunk at `chunk` (4 MiB aligned), in ascending order, under the lock
+    /// as [`Self::for_each_free_run`]. Returns false, calling nothing, if
+    /// the chunk is not held (never taken, or given back to the source).
+    pub fn for_each_free_run_in(&self, chunk: usize, mut f: impl FnMut(usize, usize)) -> bool {
+        let _inner = self.inner.lock();
+        if chunk & CHUNK_MASK != 0 || !self.owned.contains(chunk) {
+            return false;
+        }
+        // SAFETY: the chunk is in the ownership record and we hold the lock,
+        // so it is held and initialised and stays so.
+        let cp = unsafe { ControlPage::at(chunk) };
+        cp.for_each_free_run(|first, count| f(chunk + first * PAGE_SIZE, count * PAGE_SIZE));
+        true
+    }
+
     /// The current counters.
     pub fn stats(&self) -> AllocStats {
         let inner = self.inner.lock();

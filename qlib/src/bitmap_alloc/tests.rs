@@ -428,6 +428,28 @@ fn free_runs_coalesce_and_skip_control_pages() {
     assert_eq!(runs(&a)[0], (c + PAGE_SIZE, PAGE_SIZE));
 }
 
+#[test]
+fn free_runs_of_one_chunk() {
+    let (a, _log) = new_alloc(2);
+    let pages = alloc_n(&a, USABLE_PAGES_PER_CHUNK + 3);
+    let (c0, c1) = (chunk_of(pages[0]), chunk_of(pages[USABLE_PAGES_PER_CHUNK]));
+    assert_ne!(c0, c1);
+    a.free(pages[1]).unwrap(); // page 2 of the first chunk
+    let mut v = Vec::new();
+    assert!(a.for_each_free_run_in(c0, |s, l| v.push((s, l))));
+    assert_eq!(v, [(c0 + 2 * PAGE_SIZE, PAGE_SIZE)]);
+    v.clear();
+    assert!(a.for_each_free_run_in(c1, |s, l| v.push((s, l))));
+    assert_eq!(
+        v,
+        [(c1 + 4 * PAGE_SIZE, (USABLE_PAGES_PER_CHUNK - 3) * PAGE_SIZE)]
+    );
+    // Not a held chunk, or not a chunk address: nothing.
+    let foreign = ForeignChunk::new();
+    assert!(!a.for_each_free_run_in(foreign.0, |_, _| panic!("called")));
+    assert!(!a.for_each_free_run_in(c0 + PAGE_SIZE, |_, _| panic!("called")));
+}
+
 /// Hands out one given chunk, once; records what comes back.
 struct PresetSource {
     chunk: Option<usize>,

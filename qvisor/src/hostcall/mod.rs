@@ -21,7 +21,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall};
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, RECLAIM_RUNNING};
 
 use qlib::io_abi::io;
 
@@ -62,10 +62,23 @@ pub struct HostCalls<'a> {
     pub count: u64,
     /// Bytes of guest memory dropped by reclaim so far.
     pub reclaimed: u64,
+    /// Memory the guest handed back on its own while the program ran.
+    pub returned: Returned,
     /// When the reclaim in progress began.
     reclaim_start: Option<(Instant, u64)>,
     /// Files mapped into the file window.
     window: crate::file_window::FileWindow,
+}
+
+/// What the guest handed back on its own while the program ran
+/// (`Call::Reclaim` with `RECLAIM_RUNNING`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Returned {
+    /// `Reclaim` host calls.
+    pub calls: u64,
+    /// Bytes of guest RAM dropped (a page freed twice between hand-backs,
+    /// or already dropped, counts each time).
+    pub bytes: u64,
 }
 
 const EFAULT: i64 = -(libc::EFAULT as i64);
@@ -96,6 +109,7 @@ impl<'a> HostCalls<'a> {
             stats,
             count: 0,
             reclaimed: 0,
+            returned: Returned::default(),
             reclaim_start: None,
             window: crate::file_window::FileWindow::default(),
         }
@@ -222,6 +236,24 @@ impl<'a> HostCalls<'a> {
 
     /// `flags` bit 0: the last batch of this reclaim.
     fn reclaim(&mut self, iov: u64, count: u64, flags: u64) -> i64 {
+        if flags & RECLAIM_RUNNING != 0 {
+            // The guest's own hand-back while the program runs: counted, not
+            // reported one by one.
+            let Ok(ranges) = self.ram.ranges(iov, count) else {
+                return EFAULT;
+            };
+            let mut total = 0u64;
+            for r in ranges {
+                if self.ram.discard(r.gpa, r.len).is_err() {
+                    return EINVAL;
+                }
+                total += r.len;
+            }
+            self.returned.calls += 1;
+            self.returned.bytes += total;
+            log::debug!("returned {total} bytes freed by the program");
+            return total as i64;
+        }
         let (start, before) = *self
             .reclaim_start
             .get_or_insert((Instant::now(), self.reclaimed));

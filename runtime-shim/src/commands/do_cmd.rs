@@ -46,6 +46,10 @@ pub fn run(args: &[String], debug: bool) -> i32 {
                     done.host_calls,
                     done.preemptions
                 );
+                eprintln!(
+                    "qrun: returned {} bytes while running in {} host calls",
+                    done.returned.bytes, done.returned.calls
+                );
             }
             done.status
         }

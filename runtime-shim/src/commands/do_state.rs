@@ -14,6 +14,10 @@
 //! With `--state-dir DIR`, DIR is used as it is when it exists; otherwise
 //! only its last component is made (a missing parent is an error, nothing
 //! is made on the way) and it is kept afterwards, as the user named it.
+//! The swap and REAP files have fixed names in it, so one directory serves
+//! one sandbox at a time: `qrun do` holds an exclusive `flock` on DIR
+//! while it runs, and a second `qrun do` with the same
+//! `--state-dir` is refused (it would overwrite the first one's swap file).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -35,12 +39,18 @@ pub enum StateDirError {
     Foreign(PathBuf, u32),
     #[error("cannot read this process's start time from /proc/self/stat")]
     NoStartTime,
+    #[error(
+        "state directory {0} is in use by another running sandbox; give each sandbox its own --state-dir"
+    )]
+    InUse(PathBuf),
 }
 
 /// A `qrun do` state directory; a temporary one is removed on drop.
 pub struct DoState {
     path: PathBuf,
     temporary: bool,
+    /// The given directory, opened and `flock`ed while this lives.
+    _lock: Option<std::fs::File>,
 }
 
 impl DoState {
@@ -59,9 +69,21 @@ impl DoState {
             }
             Err(e) => return Err(StateDirError::Io(path.to_owned(), e)),
         }
+        // `flock` on the directory itself: nothing is left in it.
+        let lock = std::fs::File::open(path).map_err(|e| StateDirError::Io(path.to_owned(), e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StateDirError::InUse(path.to_owned()));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(StateDirError::Io(path.to_owned(), e));
+            }
+        }
         Ok(Self {
             path: path.to_owned(),
             temporary: false,
+            _lock: Some(lock),
         })
     }
 
@@ -97,6 +119,7 @@ impl DoState {
         Ok(Self {
             path,
             temporary: true,
+            _lock: None,
         })
     }
 
@@ -208,6 +231,19 @@ mod tests {
         let file = tmp.join("f");
         std::fs::write(&file, b"").expect("write");
         assert!(DoState::given(&file).is_err());
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn a_given_directory_serves_one_sandbox_at_a_time() {
+        let tmp = scratch("lock");
+        let dir = tmp.join("s");
+        let first = DoState::given(&dir).expect("first");
+        let e = DoState::given(&dir).err().expect("the second is refused");
+        assert!(matches!(e, StateDirError::InUse(_)), "{e}");
+        assert!(e.to_string().contains("in use by another running sandbox"));
+        drop(first);
+        drop(DoState::given(&dir).expect("free again once the first is gone"));
         let _ = std::fs::remove_dir_all(&tmp);
     }
 

@@ -1,0 +1,3 @@
+module qrun.example/functionbench/hello_go
+
+go 1.21
