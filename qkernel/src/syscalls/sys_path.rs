@@ -128,7 +128,15 @@ pub fn readlinkat(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let abs = path::user_absolute(p, a[0] as i64, a[1])?;
     let target: alloc::vec::Vec<u8> = match special::lookup(&path::normalize(&abs)) {
         Node::Host => host::readlink(&abs)?,
-        Node::Exe => p.exe.clone().into_bytes(),
+        Node::Exe => {
+            // Linux shows the file with every symlink resolved (the
+            // dynamic loader's `$ORIGIN` comes from here): resolved on
+            // first use, kept for the next.
+            if let Some(c) = path::canonical(&p.exe, host::readlink) {
+                p.exe = c;
+            }
+            p.exe.clone().into_bytes()
+        }
         Node::FdLink(n) => p
             .files
             .get(n)
