@@ -291,7 +291,10 @@ impl Sandbox {
             status,
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
-            preemptions: channel.slicer.preempts.load(std::sync::atomic::Ordering::Relaxed),
+            preemptions: channel
+                .slicer
+                .preempts
+                .load(std::sync::atomic::Ordering::Relaxed),
             returned: calls.returned,
         })
     }

@@ -127,7 +127,11 @@ pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
             break;
         }
         // A hibernated guest does not run: its slices wait for the wake.
-        let word = if hib.holds_guest() { 0 } else { slice_word(ram) };
+        let word = if hib.holds_guest() {
+            0
+        } else {
+            slice_word(ram)
+        };
         if sampler.sample(word) == Verdict::Preempt && channel.kick.in_guest() {
             let _ = ram.atomic_or_u64(CONTROL_GPA, control::PREEMPT);
             slicer.preempts.fetch_add(1, Ordering::Relaxed);

@@ -7,7 +7,8 @@
 //! connection wakes it), and exits 0 after `GET /quit`.
 //!
 //! The runtimes come from the host (`go`, `node`, `javac`/`java`,
-//! `python3`; scripts/deps.sh installs node and the JDK). A missing one is
+//! `python3`; scripts/deps.sh installs node; the JDK for the ignored Java
+//! test is `openjdk-17-jdk-headless`). A missing one is
 //! SKIPPED loudly, and fails under `CI=true`, as /dev/kvm does.
 
 #![forbid(unsafe_code)]
@@ -89,7 +90,10 @@ fn serve_hibernate_wake(name: &str, argv: &[OsString]) {
 
     assert_eq!(get(port, "/quit"), (200, "bye\n".to_owned()), "{name}");
     let (status, stderr) = server.wait_exit(Duration::from_secs(20));
-    assert_eq!(status, 0, "{name}: exit status after /quit; stderr: {stderr}");
+    assert_eq!(
+        status, 0,
+        "{name}: exit status after /quit; stderr: {stderr}"
+    );
 }
 
 /// Builds `functionbench/hello_go` once (kept in the test target dir).
@@ -129,7 +133,10 @@ fn node_http_server() {
         return;
     }
     let Some(node) = have("node") else { return };
-    serve_hibernate_wake("node", &[node.into(), functionbench().join("hello.js").into()]);
+    serve_hibernate_wake(
+        "node",
+        &[node.into(), functionbench().join("hello.js").into()],
+    );
 }
 
 /// Ignored in `make test` (run it with `--ignored`): the JVM in a sandbox
@@ -191,11 +198,12 @@ fn python_threading_http_server() {
     }
     // The system's Python, not a version manager's shim script.
     let system = PathBuf::from("/usr/bin/python3");
-    let Some(python) = system.is_file().then_some(system).or_else(|| have("python3")) else {
+    let Some(python) = system
+        .is_file()
+        .then_some(system)
+        .or_else(|| have("python3"))
+    else {
         return;
     };
-    serve_hibernate_wake(
-        "python",
-        &[python.into(), "-c".into(), PY_SERVER.into()],
-    );
+    serve_hibernate_wake("python", &[python.into(), "-c".into(), PY_SERVER.into()]);
 }

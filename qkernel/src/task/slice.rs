@@ -56,11 +56,10 @@ fn others_wait() -> bool {
         if k.tasks.len() < 2 {
             return false;
         }
-        let runnable = k.runq.iter().any(|pid| {
-            k.tasks
-                .get(pid)
-                .is_some_and(|t| t.state == State::Runnable)
-        });
+        let runnable = k
+            .runq
+            .iter()
+            .any(|pid| k.tasks.get(pid).is_some_and(|t| t.state == State::Runnable));
         if runnable {
             return true;
         }
