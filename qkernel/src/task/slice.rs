@@ -71,7 +71,7 @@ fn others_wait() -> bool {
 
 /// The slice word for `wanted`.
 fn word(wanted: bool) -> u64 {
-    (SWITCHES.load(Ordering::Relaxed) << 1) | u64::from(wanted)
+    (SWITCHES.load(Ordering::Relaxed) << 1) | if wanted { WANTED } else { 0 }
 }
 
 /// Publishes the slice word; wakes the VMM's watcher if others wait and
