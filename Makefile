@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: deps build demo test lint unit integration bench clean oci-validate functionbench functionbench-quick
+.PHONY: deps build demo test lint unit integration bench clean oci-validate functionbench functionbench-quick compat
 
 # Debian packages and Rust targets a fresh machine needs (idempotent).
 deps:
@@ -44,6 +44,15 @@ functionbench-quick: build
 # the Go module proxy). Not part of `make test`.
 oci-validate: build
 	@scripts/runtime-tools.sh target/release/qrun
+
+# CPython's regression suite (issue 18), one module at a time, natively and
+# in a `qrun do` sandbox; installs libpython3.11-testsuite if missing and
+# writes docs/compat/cpython-DATE.md. Slow: not part of `make test`.
+# COMPAT_MODULES names the module list; TIMEOUT (s per module) and MEMORY
+# are passed through.
+COMPAT_MODULES ?= docs/compat/cpython-modules.txt
+compat: build
+	@scripts/compat-cpython.sh $(COMPAT_MODULES)
 
 clean:
 	$(CARGO) clean

@@ -25,7 +25,8 @@ use crate::runner::workspace_root;
 use crate::stats::Summary;
 
 const USAGE: &str = "usage: bench density [-n N] [--out PATH] [--qrun PATH]";
-const SCRIPT: &str = "hello.py";
+/// The function: the FunctionBench Python hello server.
+const ARGS: &[&str] = &["/usr/bin/python3", "/functionbench/hello.py", "{port}"];
 const EXTRA_REQUESTS: usize = 3;
 
 struct Options {
@@ -107,11 +108,13 @@ pub fn main(args: &[String]) -> ExitCode {
         name: "qrun",
         bin: opts.qrun.clone(),
         root: work.join("root-qrun"),
+        flags: Vec::new(),
     };
     let runc = Runtime {
         name: "runc",
         bin: runc,
         root: work.join("root-runc"),
+        flags: Vec::new(),
     };
     let scripts = workspace_root().join("functionbench");
     let ctx = Ctx {
@@ -162,7 +165,7 @@ fn measure(ctx: &Ctx, n: usize) -> Result<Results, String> {
         eprintln!("density: starting pair {}/{n}", i + 1);
         for (rt, out) in [(ctx.qrun, &mut q), (ctx.runc, &mut c)] {
             let id = format!("density-{pid}-{}-{i}", rt.name);
-            let (inst, _) = Instance::start(rt, ctx.work, ctx.rootfs, ctx.scripts, SCRIPT, id)?;
+            let (inst, _) = Instance::start(rt, ctx.work, ctx.rootfs, ctx.scripts, ARGS, id)?;
             out.push(inst);
         }
     }

@@ -184,7 +184,12 @@ mod kernel {
         let files = crate::fs::stdio_table(&info.stdio_mode);
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
-        *PROCESS.lock() = Some(Process::new(mm, info.ids, files, cwd, exe, cmdline));
+        let mut proc = Process::new(mm, info.ids, files, cwd, exe, cmdline);
+        proc.environ = split_strings(boot_slice(info.envp), info.envc).join(&0u8);
+        if !proc.environ.is_empty() {
+            proc.environ.push(0);
+        }
+        *PROCESS.lock() = Some(proc);
         crate::task::init();
         log::debug!(
             "entering user mode at {:#x}, rsp {:#x}",

@@ -58,6 +58,11 @@ pub struct Process {
     pub exe: String,
     /// `/proc/self/cmdline`: NUL-terminated argv strings.
     pub cmdline: Vec<u8>,
+    /// `comm`: the name (`PR_SET_NAME`, else the executed file's name),
+    /// NUL-padded, at most 15 bytes.
+    pub comm: [u8; 16],
+    /// `/proc/self/environ`: NUL-terminated envp strings at exec.
+    pub environ: Vec<u8>,
     /// uid, euid, gid, egid.
     pub ids: [u32; 4],
     /// Process-directed signals pending while the group does not run.
@@ -112,6 +117,7 @@ impl Process {
         cmdline: Vec<u8>,
     ) -> Self {
         Self {
+            comm: comm_of(exe.as_bytes()),
             mm,
             signals: Signals {
                 actions: [SigAction::default(); 64],
@@ -124,6 +130,7 @@ impl Process {
             umask: 0o022,
             exe,
             cmdline,
+            environ: Vec::new(),
             ids,
             shared_sig: crate::signal::GroupSig::new(),
             name: None,
@@ -147,6 +154,16 @@ impl Process {
         self.signals.altstack = t.altstack;
         self.name = t.name;
     }
+}
+
+/// Linux's `comm` for an executed path: its last component, cut at 15
+/// bytes.
+pub fn comm_of(path: &[u8]) -> [u8; 16] {
+    let base = path.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    let mut n = [0u8; 16];
+    let len = base.len().min(15);
+    n[..len].copy_from_slice(&base[..len]);
+    n
 }
 
 /// Makes `mm` the current address space: the kernel switches to its

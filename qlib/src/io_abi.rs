@@ -61,6 +61,8 @@ pub mod path {
     /// `syncfs` of the filesystem holding the path (the guest's `sync`
     /// passes `/`: the rootfs).
     pub const SYNCFS: u64 = 15;
+    /// `mknod` of a FIFO: `args[3]` = mode (umask applied).
+    pub const MKFIFO: u64 = 16;
 }
 
 /// Size of the x86-64 `struct statfs` that [`path::STATFS`] and
@@ -125,6 +127,11 @@ pub mod fd {
     pub const FSTATFS: u64 = 23;
     /// `syncfs` of the filesystem holding this fd.
     pub const SYNCFS: u64 = 24;
+    /// `fallocate`: `args[2]` = mode, `args[3]` = offset, `args[4]` = length.
+    pub const FALLOCATE: u64 = 25;
+    /// A pipe's capacity: `args[2]` = 0 to read it (`F_GETPIPE_SZ`), else
+    /// the size to set (`F_SETPIPE_SZ`); returns the capacity.
+    pub const PIPE_SZ: u64 = 26;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.
@@ -142,7 +149,29 @@ pub mod new {
     pub const TIMERFD: u64 = 5;
     /// `epoll_create1`.
     pub const EPOLL: u64 = 6;
+    /// `memfd_create`: an anonymous memory file of the host's (no name,
+    /// no flags: the guest keeps both).
+    pub const MEMFD: u64 = 7;
 }
+
+/// Most fds one `Msg` call passes with `SCM_RIGHTS`.
+pub const MSG_MAX_FDS: usize = 16;
+
+/// The `SCM_RIGHTS` fds of a `Msg` call (`args[5]` = its GPA, 0 for
+/// none). Sending: `count` fds of the sandbox. Receiving: the VMM fills
+/// `count` fds it adopted for the sandbox, each with its host status
+/// flags (`F_GETFL`) and `st_mode`, and sets `truncated` when the sender
+/// passed more than fit (the rest were closed, as with `MSG_CTRUNC`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MsgFds {
+    pub count: u32,
+    pub truncated: u32,
+    pub fds: [i32; MSG_MAX_FDS],
+    pub flags: [u32; MSG_MAX_FDS],
+    pub modes: [u32; MSG_MAX_FDS],
+}
+const _: () = assert!(core::mem::size_of::<MsgFds>() == 8 + 12 * MSG_MAX_FDS);
 
 /// A socket address as it crosses the ABI: the Linux `sockaddr` bytes and
 /// their length (in: given; out: the full length the kernel reported).

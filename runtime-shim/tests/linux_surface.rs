@@ -17,6 +17,7 @@ mod common;
 
 use std::path::Path;
 
+use common::tmp::TempDir;
 use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, stdout};
 
 /// Runs test program `name args` natively (which must be sane: exit 0, no
@@ -43,6 +44,115 @@ fn procfs_files() {
     let out = compare("procfs", &[]);
     assert!(
         stdout(&out).contains("/proc/sys/kernel lists hostname: yes"),
+        "{out:?}"
+    );
+}
+
+/// /proc/self and /proc/<pid>/ of this process and of a child: stat,
+/// status, cmdline, environ, comm (the child's own after PR_SET_NAME),
+/// the exe/cwd/root links, fd/, maps, statm, limits; Z once the child
+/// exited, gone once reaped.
+#[test]
+fn proc_pid_directories() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("procpid");
+    let env = [("PROCPID_TEST", "1")];
+    let native = run_native(&prog, &["a", "b c"], &env);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "procpid: the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &["a", "b c"], &env);
+    assert_same("procpid", &native, &sandboxed);
+    for want in [
+        "child comm: kid",
+        "child stat: comm kid, state S",
+        "exited child state: Z",
+        "own comm after the child's PR_SET_NAME: procpid",
+    ] {
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
+    }
+}
+
+/// mkfifo/mknod, fallocate, memfd_create, msync, sched_setaffinity,
+/// F_GETPIPE_SZ/F_SETPIPE_SZ, chroot's lookups, O_PATH opens and names
+/// that are not UTF-8, each side in a fresh scratch directory.
+#[test]
+fn surface_calls_and_files() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("surface2");
+    let native_dir = TempDir::new("surface2");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "surface2: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("surface2");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("surface2", &native, &sandboxed);
+    for want in [
+        "memfd link: /memfd:surface (deleted)",
+        "F_SETPIPE_SZ 131072: 131072",
+        "open O_PATH: ok",
+        "readdir returns the same bytes: yes",
+    ] {
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
+    }
+}
+
+/// SCM_RIGHTS: an open file and a pipe end passed from a parent to its
+/// child over a socketpair (the child reads from the sender's offset and
+/// answers through the pipe); cmsg shape, MSG_CTRUNC, MSG_CMSG_CLOEXEC,
+/// a bad fd, an unknown control message.
+#[test]
+fn scm_rights_fd_passing() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("scm");
+    let native_dir = TempDir::new("scm");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "scm: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("scm");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("scm", &native, &sandboxed);
+    assert!(
+        stdout(&sandboxed).contains("parent heard: child got 2 fds, read 6: secret"),
+        "{sandboxed:?}"
+    );
+}
+
+/// What a container's root may not make or change: device nodes, the
+/// host and domain names, another root directory.
+#[test]
+fn container_root_may_not_mknod_sethostname_chroot() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("surface2c");
+    let out = run_sandboxed(&test_apps::path("surface2"), &["container", dir.str()], &[]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "mknod char device: EPERM\n\
+         mknod block device: EPERM\n\
+         sethostname: EPERM\n\
+         setdomainname: EPERM\n\
+         chroot /: 0\n\
+         chroot elsewhere: EPERM\n",
         "{out:?}"
     );
 }
@@ -157,6 +267,39 @@ fn busybox_system_tools() {
     assert!(
         row.ends_with(" /") && row.split_whitespace().count() == 6,
         "df: {df:?}"
+    );
+
+    // ps, pidof and top find the processes of the sandbox in /proc.
+    let ps = busybox(&["sh", "-c", "ps -o pid,ppid,comm,args; echo; pidof busybox"]);
+    let mut lines = ps.lines();
+    assert_eq!(
+        lines
+            .next()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        Some(vec!["PID", "PPID", "COMMAND", "COMMAND"]),
+        "ps: {ps:?}"
+    );
+    let rows: Vec<Vec<&str>> = lines
+        .by_ref()
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.len() == 2 && rows[0][..4] == ["1", "0", "busybox", "/bin/busybox"],
+        "ps: {ps:?}"
+    );
+    assert_eq!(
+        rows[1][1], "1",
+        "ps: the ps process is pid 1's child: {ps:?}"
+    );
+    assert_eq!(lines.next(), Some("1"), "pidof busybox: {ps:?}");
+    let top = busybox(&["top", "-bn1"]);
+    assert!(
+        top.contains("Load average: 0.00 0.00 0.00 1/1 1")
+            && top
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq(["1", "0"]) && l.ends_with("top -bn1")),
+        "top: {top:?}"
     );
 
     assert_eq!(busybox(&["nproc"]), "1\n");

@@ -38,6 +38,7 @@ static inline const char *errno_name(int e) {
     case ESPIPE: return "ESPIPE";
     case EROFS: return "EROFS";
     case EPIPE: return "EPIPE";
+    case EBUSY: return "EBUSY";
     case ERANGE: return "ERANGE";
     case ENAMETOOLONG: return "ENAMETOOLONG";
     case ENOSYS: return "ENOSYS";

@@ -72,10 +72,15 @@ pub const ALL: &[&str] = &[
     "malloc_stress",
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
+    "pipes",
     "procfs",
+    // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
+    "procpid",
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).
+    // SCM_RIGHTS between processes and in one.
+    "scm",
     "seccomp_probe",
     "segfault",
     // Hostile rt_sigreturn frames and stacks.
@@ -90,6 +95,9 @@ pub const ALL: &[&str] = &[
     "sysfuzz",
     // sysinfo, getrusage and CPU clocks, groups, priorities, prctl, statfs, sync.
     "sysinfo2",
+    // mknod/mkfifo, fallocate, memfd_create, msync, affinity, pipe sizes,
+    // O_PATH, non-UTF-8 names; `container` mode: what root may not do.
+    "surface2",
     // pthreads, futexes, signals to threads, exec from a thread (threads).
     "threads",
     // Threads and processes spinning without syscalls share the vCPU (timeslice).

@@ -115,6 +115,12 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
         v.push(0);
         v
     });
+    p.comm = crate::process::comm_of(prog.execfn);
+    p.environ = prog.envp.iter().fold(Vec::new(), |mut v, a| {
+        v.extend_from_slice(a);
+        v.push(0);
+        v
+    });
     arch::set_fs_base(0);
     arch::set_gs_base(0);
     arch::reset_fpu();

@@ -17,7 +17,8 @@ fn gpa_of<T>(v: &T) -> u64 {
 
 /// Opens the absolute rootfs `path`; returns the host fd.
 pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
-    let (gpa, len) = hostcall::buf(path.as_bytes());
+    let path = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&path);
     let rc = hostcall::call(
         Call::Open,
         [gpa, len, u64::from(flags), u64::from(mode), 0, 0],
@@ -40,13 +41,15 @@ pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult 
 
 /// A `Path` op on `path` with extra arguments `a3..a5`.
 pub fn path_op(op: u64, path: &str, a3: u64, a4: u64, a5: u64) -> SysResult {
-    let (gpa, len) = hostcall::buf(path.as_bytes());
+    let path = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&path);
     host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]))
 }
 
 /// A `Path` op naming a second path (rename, link, symlink).
 pub fn path_op2(op: u64, path: &str, other: &str, a5: u64) -> SysResult {
-    let (gpa, len) = hostcall::buf(other.as_bytes());
+    let other = crate::fs::path::to_bytes(other);
+    let (gpa, len) = hostcall::buf(&other);
     path_op(op, path, gpa, len, a5)
 }
 
@@ -110,12 +113,28 @@ pub fn fd_op_buf(op: u64, fd: i32, a2: u64, a3: u64, buf: &mut [u8]) -> SysResul
 
 /// `Msg`: send or receive with guest-physical iovecs.
 pub fn msg(fd: i32, iov: &[IoVec], addr: Option<&mut SockAddr>, flags: u64) -> SysResult {
+    msg_ctl(fd, iov, addr, flags, None)
+}
+
+/// `Msg` with `SCM_RIGHTS` fds to send, or room for the ones received.
+pub fn msg_ctl(
+    fd: i32,
+    iov: &[IoVec],
+    addr: Option<&mut SockAddr>,
+    flags: u64,
+    ctl: Option<&mut qlib::io_abi::MsgFds>,
+) -> SysResult {
     let (gpa, n) = hostcall::iovecs(iov);
     let agpa = addr.as_ref().map_or(0, |a| gpa_of(&**a));
-    let rc = hostcall::call(Call::Msg, [fd as u64, gpa, n, agpa, flags, 0]);
+    let cgpa = ctl.as_ref().map_or(0, |c| gpa_of(&**c));
+    let rc = hostcall::call(Call::Msg, [fd as u64, gpa, n, agpa, flags, cgpa]);
     if let Some(a) = addr {
         // SAFETY: the VMM may have written the address in place.
         *a = unsafe { core::ptr::read_volatile(a) };
+    }
+    if let Some(c) = ctl {
+        // SAFETY: the VMM may have written the record in place.
+        *c = unsafe { core::ptr::read_volatile(c) };
     }
     host_result(rc)
 }

@@ -8,7 +8,9 @@
 
 pub mod host;
 pub mod path;
+pub mod pipe;
 pub mod procfs;
+pub mod procpid;
 pub mod special;
 pub mod stat;
 
@@ -70,6 +72,8 @@ pub enum Backing {
     },
     /// A device or `/proc` file of the kernel's own.
     Special(special::Special),
+    /// One end of a pipe kept in the guest kernel.
+    Pipe(pipe::PipeEnd),
 }
 
 /// An open file description.
@@ -98,7 +102,7 @@ impl File {
     pub fn host_fd(&self) -> Option<i32> {
         match self.backing {
             Backing::Host { fd, .. } => Some(fd),
-            Backing::Special(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) => None,
         }
     }
 
@@ -106,7 +110,15 @@ impl File {
     pub fn host_kind(&self) -> Option<HostKind> {
         match self.backing {
             Backing::Host { kind, .. } => Some(kind),
-            Backing::Special(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) => None,
+        }
+    }
+
+    /// The pipe end, if this is a guest pipe.
+    pub fn pipe(&self) -> Option<&pipe::PipeEnd> {
+        match &self.backing {
+            Backing::Pipe(e) => Some(e),
+            _ => None,
         }
     }
 
@@ -130,7 +142,10 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        if let Backing::Host { fd, .. } = self.backing {
+        if let Backing::Host { fd, kind } = self.backing {
+            if kind == HostKind::Epoll {
+                crate::syscalls::epoll_guest::epoll_closed(fd);
+            }
             host::close(fd);
         }
     }

@@ -38,7 +38,46 @@ pub fn read_user_path(p: &mut Process, va: u64) -> Result<String, Errno> {
         }
         at += n as u64;
     }
-    String::from_utf8(out).map_err(|_| Errno::EINVAL)
+    Ok(from_bytes(&out))
+}
+
+/// First of the 128 private-use characters that stand for the bytes
+/// 0x80..=0xff of a name that is not UTF-8 (Linux names are bytes).
+const BYTE_CHAR_BASE: u32 = 0x10_ff00;
+
+/// A user path as a `String`, losslessly: bytes that are not UTF-8
+/// (always 0x80 or above) become the private-use characters
+/// `U+10FF80..=U+10FFFF`; [`to_bytes`] turns them back. A name that
+/// holds those characters itself would come back as the raw bytes (a
+/// real name never holds them in practice); no `/` or NUL can ever be
+/// produced that way.
+pub fn from_bytes(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        s.push_str(chunk.valid());
+        for &b in chunk.invalid() {
+            s.push(char::from_u32(BYTE_CHAR_BASE + u32::from(b)).unwrap_or('?'));
+        }
+    }
+    s
+}
+
+/// The bytes a path made by [`from_bytes`] stands for.
+pub fn to_bytes(s: &str) -> alloc::borrow::Cow<'_, [u8]> {
+    let escaped = |c: char| (BYTE_CHAR_BASE + 0x80..=BYTE_CHAR_BASE + 0xff).contains(&(c as u32));
+    if !s.chars().any(escaped) {
+        return alloc::borrow::Cow::Borrowed(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        if escaped(c) {
+            out.push((c as u32 - BYTE_CHAR_BASE) as u8);
+        } else {
+            let mut b = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+        }
+    }
+    alloc::borrow::Cow::Owned(out)
 }
 
 /// The absolute form of `path` seen from `dirfd` (`AT_FDCWD` = the cwd).

@@ -119,9 +119,34 @@ fn loadavg() -> String {
         let (i, f) = cputime::load_parts(v);
         let _ = write!(s, "{i}.{f:02} ");
     }
-    // Runnable/total tasks (the reader is running) and the last pid.
-    s.push_str("1/1 1\n");
+    let (running, total, last) = tasks();
+    let _ = writeln!(s, "{running}/{total} {last}");
     s
+}
+
+/// Tasks now: (runnable or running, all but zombies, the last pid
+/// handed out).
+pub fn tasks() -> (usize, usize, u32) {
+    use crate::task::{KERNEL, State};
+    let k = KERNEL.lock();
+    let live = k
+        .tasks
+        .values()
+        .filter(|t| !matches!(t.state, State::Zombie(_)));
+    let total = live.clone().count();
+    let running = k
+        .tasks
+        .values()
+        .filter(|t| matches!(t.state, State::Running | State::Runnable))
+        .count();
+    let last = k
+        .tasks
+        .keys()
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(k.next_pid.saturating_sub(1));
+    (running.max(1), total.max(1), last)
 }
 
 fn uptime() -> String {
@@ -376,9 +401,10 @@ fn stat() -> String {
     let t = |ns: u64| ns / (1_000_000_000 / USER_HZ);
     let cpu = format!("{} 0 {} {} 0 0 0 0 0 0", t(user), t(sys), t(idle));
     let btime = time::realtime_ns().saturating_sub(up) / 1_000_000_000;
+    let (running, _, last) = tasks();
     format!(
-        "cpu  {cpu}\ncpu0 {cpu}\nintr 0\nctxt 0\nbtime {btime}\nprocesses 1\n\
-         procs_running 1\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n"
+        "cpu  {cpu}\ncpu0 {cpu}\nintr 0\nctxt 0\nbtime {btime}\nprocesses {last}\n\
+         procs_running {running}\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n"
     )
 }
 

@@ -11,11 +11,12 @@ use alloc::vec::Vec;
 
 use spin::Mutex;
 
-use super::procfs;
 use super::stat::{S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, STATX_SIZE, synthetic_statx};
 use super::{Backing, File};
+use super::{procfs, procpid};
 use crate::errno::Errno;
 use crate::process::Process;
+use crate::task;
 
 /// A kernel-provided open file.
 #[derive(Debug)]
@@ -58,10 +59,58 @@ pub enum Node {
     Text(&'static str),
     /// A generated directory.
     Dir(&'static str),
-    /// A symlink to an open fd (`/proc/self/fd/N`, `/dev/stdin` …).
-    FdLink(u64),
-    /// `/proc/self/exe`.
-    Exe,
+    /// A file of `/proc/<pid>/`.
+    PidText(u32, &'static str),
+    /// `/proc/<pid>/` (`""`) or `/proc/<pid>/fd`.
+    PidDir(u32, &'static str),
+    /// A symlink to an open fd of a task (`/proc/<pid>/fd/N`,
+    /// `/dev/stdin` …).
+    FdLink(u32, u64),
+    /// `/proc/<pid>/exe`, `cwd` or `root`.
+    Link(u32, &'static str),
+    /// `/proc/self` (a link to `/proc/<pid>`).
+    SelfLink(u32),
+}
+
+/// What a kernel link leads to.
+pub enum Target {
+    /// An absolute path (in the rootfs or the kernel's own).
+    Path(String),
+    /// An open file.
+    File(Arc<File>),
+}
+
+/// The open file at fd `fd` of task `pid`.
+fn task_file(p: &mut Process, pid: u32, fd: u64) -> Option<Arc<File>> {
+    if !procpid::may_access(p, pid) {
+        return None;
+    }
+    procpid::with_proc(p, pid, |_, q| q.and_then(|q| q.files.get(fd).ok().cloned())).flatten()
+}
+
+/// Where link `node` leads (`None`: not a link, or a link to nothing).
+pub fn follow(p: &mut Process, node: &Node) -> Option<Target> {
+    match *node {
+        Node::FdLink(pid, fd) => task_file(p, pid, fd).map(Target::File),
+        Node::Link(pid, which) => procpid::link(p, pid, which).map(Target::Path),
+        Node::SelfLink(pid) => Some(Target::Path(alloc::format!("/proc/{pid}"))),
+        _ => None,
+    }
+}
+
+/// The text `readlink` returns for link `node`.
+pub fn link_text(p: &mut Process, node: &Node) -> Option<String> {
+    match *node {
+        Node::FdLink(pid, fd) => task_file(p, pid, fd).map(|f| f.path.clone()),
+        Node::Link(pid, which) => procpid::link(p, pid, which),
+        Node::SelfLink(pid) => Some(pid.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether `node` is a link.
+pub fn is_link(node: &Node) -> bool {
+    matches!(node, Node::FdLink(..) | Node::Link(..) | Node::SelfLink(_))
 }
 
 const DT_DIR: u8 = 4;
@@ -79,6 +128,7 @@ const DEVICES: &[(&str, u32, u32)] = &[
 
 /// Classifies a normalised absolute path.
 pub fn lookup(path: &str) -> Node {
+    let me = task::current_pid();
     let rest = |prefix: &str| {
         path.strip_prefix(prefix)
             .filter(|r| r.is_empty() || r.starts_with('/'))
@@ -86,12 +136,12 @@ pub fn lookup(path: &str) -> Node {
     if let Some(r) = rest("/dev") {
         return match r.trim_start_matches('/') {
             "" => Node::Dir("dev"),
-            "stdin" => Node::FdLink(0),
-            "stdout" => Node::FdLink(1),
-            "stderr" => Node::FdLink(2),
-            "fd" => Node::Dir("fd"),
+            "stdin" => Node::FdLink(me, 0),
+            "stdout" => Node::FdLink(me, 1),
+            "stderr" => Node::FdLink(me, 2),
+            "fd" => Node::PidDir(me, "fd"),
             name => match name.strip_prefix("fd/") {
-                Some(n) => n.parse().map_or(Node::Missing, Node::FdLink),
+                Some(n) => n.parse().map_or(Node::Missing, |n| Node::FdLink(me, n)),
                 // Other names under /dev are the rootfs's: the runtime's
                 // bind mounts there (Kubernetes' /dev/termination-log).
                 // The sandbox's root is mounted nodev, so a device node in
@@ -104,40 +154,7 @@ pub fn lookup(path: &str) -> Node {
         };
     }
     if let Some(r) = rest("/proc") {
-        let r = r.trim_start_matches('/');
-        let r = r
-            .strip_prefix("self")
-            .or_else(|| r.strip_prefix("1"))
-            .or_else(|| r.strip_prefix("thread-self"))
-            .filter(|s| s.is_empty() || s.starts_with('/'))
-            .map(|s| ("self", s.trim_start_matches('/')));
-        return match r {
-            Some((_, "")) => Node::Dir("self"),
-            Some((_, "exe")) => Node::Exe,
-            Some((_, "fd")) => Node::Dir("fd"),
-            Some((_, "cmdline")) => Node::Text("cmdline"),
-            Some((_, "mounts")) => Node::Text("mounts"),
-            Some((_, "mountinfo")) => Node::Text("mountinfo"),
-            Some((_, s)) => s
-                .strip_prefix("fd/")
-                .and_then(|n| n.parse().ok())
-                .map_or(Node::Missing, Node::FdLink),
-            None => match path.trim_start_matches("/proc").trim_start_matches('/') {
-                "" => Node::Dir("proc"),
-                name => {
-                    let name = name.trim_end_matches('/');
-                    if let Some(f) = procfs::PROC_FILES.iter().find(|f| **f == name) {
-                        Node::Text(f)
-                    } else {
-                        match procfs::sys_entry(name) {
-                            Some((e, true)) => Node::Dir(e),
-                            Some((e, false)) => Node::Text(e),
-                            None => Node::Missing,
-                        }
-                    }
-                }
-            },
-        };
+        return proc_lookup(r.trim_matches('/'));
     }
     if let Some(r) = rest("/sys") {
         // An empty directory (sysfs, read-only in a container).
@@ -150,7 +167,66 @@ pub fn lookup(path: &str) -> Node {
     Node::Host
 }
 
-fn dir_entries(p: &Process, which: &str) -> Vec<(String, u8)> {
+/// Classifies `rest` under `/proc/<pid>/`; with `top`, also `task/` and
+/// `task/<tid>/...` (one thread per process: the tid is the pid).
+fn pid_entry(pid: u32, rest: &str, top: bool) -> Node {
+    match rest {
+        "" if top => Node::PidDir(pid, ""),
+        // `task/<tid>/`: as the process's directory, without `task`.
+        "" => Node::PidDir(pid, "thread"),
+        "fd" => Node::PidDir(pid, "fd"),
+        "task" if top => Node::PidDir(pid, "task"),
+        _ => {
+            if let Some(n) = rest.strip_prefix("fd/") {
+                n.parse().map_or(Node::Missing, |n| Node::FdLink(pid, n))
+            } else if let Some(t) = rest.strip_prefix("task/").filter(|_| top) {
+                let (tid, sub) = t.split_once('/').unwrap_or((t, ""));
+                if tid == pid.to_string() {
+                    pid_entry(pid, sub, false)
+                } else {
+                    Node::Missing
+                }
+            } else if let Some(f) = procpid::PID_FILES.iter().find(|f| **f == rest) {
+                Node::PidText(pid, f)
+            } else if let Some(l) = procpid::PID_LINKS.iter().find(|l| **l == rest) {
+                Node::Link(pid, l)
+            } else {
+                Node::Missing
+            }
+        }
+    }
+}
+
+/// Classifies a path under `/proc/` (without the leading `/proc/`).
+fn proc_lookup(r: &str) -> Node {
+    if r.is_empty() {
+        return Node::Dir("proc");
+    }
+    let (first, rest) = r.split_once('/').unwrap_or((r, ""));
+    let pid = match first {
+        "self" | "thread-self" if rest.is_empty() => {
+            return Node::SelfLink(task::current_pid());
+        }
+        "self" | "thread-self" => Some(task::current_pid()),
+        n => n
+            .parse::<u32>()
+            .ok()
+            .filter(|n| n.to_string() == first && procpid::exists(*n)),
+    };
+    if let Some(pid) = pid {
+        return pid_entry(pid, rest, true);
+    }
+    if let Some(f) = procfs::PROC_FILES.iter().find(|f| **f == r) {
+        return Node::Text(f);
+    }
+    match procfs::sys_entry(r) {
+        Some((e, true)) => Node::Dir(e),
+        Some((e, false)) => Node::Text(e),
+        None => Node::Missing,
+    }
+}
+
+fn dir_entries(which: &str) -> Vec<(String, u8)> {
     let mut v: Vec<(String, u8)> = alloc::vec![(".".into(), DT_DIR), ("..".into(), DT_DIR)];
     match which {
         "dev" => {
@@ -162,47 +238,59 @@ fn dir_entries(p: &Process, which: &str) -> Vec<(String, u8)> {
         }
         "proc" => {
             v.push(("self".into(), DT_LNK));
+            v.push(("thread-self".into(), DT_LNK));
             v.push(("sys".into(), DT_DIR));
             v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
-        }
-        "self" => {
-            for (n, t) in [
-                ("exe", DT_LNK),
-                ("fd", DT_DIR),
-                ("cmdline", DT_REG),
-                ("mounts", DT_REG),
-                ("mountinfo", DT_REG),
-            ] {
-                v.push((n.into(), t));
-            }
+            v.extend(procpid::pids().into_iter().map(|n| (n.to_string(), DT_DIR)));
         }
         "sys" => {}
         dir if dir.starts_with("sys/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
             v.extend(procfs::sys_children(dir).map(|(n, d)| (n.to_string(), kind(d))));
         }
-        _ => v.extend(p.files.numbers().map(|n| (n.to_string(), DT_LNK))),
+        _ => {}
     }
     v
 }
 
-fn text(p: &Process, which: &str) -> Vec<u8> {
-    match which {
-        "cmdline" => p.cmdline.clone(),
-        other => procfs::text(other).into_bytes(),
+fn pid_dir_entries(p: &mut Process, pid: u32, which: &str) -> Vec<(String, u8)> {
+    let mut v: Vec<(String, u8)> = alloc::vec![(".".into(), DT_DIR), ("..".into(), DT_DIR)];
+    if which == "fd" {
+        v.extend(
+            procpid::fds(p, pid)
+                .into_iter()
+                .map(|n| (n.to_string(), DT_LNK)),
+        );
+    } else if which == "task" {
+        v.push((pid.to_string(), DT_DIR));
+    } else {
+        v.push(("fd".into(), DT_DIR));
+        if which.is_empty() {
+            v.push(("task".into(), DT_DIR));
+        }
+        v.extend(procpid::PID_FILES.iter().map(|f| (f.to_string(), DT_REG)));
+        v.extend(procpid::PID_LINKS.iter().map(|f| (f.to_string(), DT_LNK)));
     }
+    v
 }
 
 /// Opens a kernel node (not `Host`, `Missing`, or the links, which the
 /// caller resolves).
-pub fn open(p: &Process, node: &Node, flags: u32, path: &str) -> Result<Arc<File>, Errno> {
+pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<File>, Errno> {
+    if let Node::PidText(pid, "environ") | Node::PidDir(pid, "fd") = *node
+        && !procpid::may_access(p, pid)
+    {
+        return Err(Errno::EACCES);
+    }
     let special = match node {
         Node::Device("null", ..) => Special::Null,
         Node::Device("zero", ..) => Special::Zero,
         Node::Device("full", ..) => Special::Full,
         Node::Device(..) => Special::Random,
-        Node::Text(which) => Special::Text(text(p, which), Mutex::new(0)),
-        Node::Dir(which) => Special::Dir(dir_entries(p, which), Mutex::new(0)),
+        Node::Text(which) => Special::Text(procfs::text(which).into_bytes(), Mutex::new(0)),
+        Node::Dir(which) => Special::Dir(dir_entries(which), Mutex::new(0)),
+        Node::PidText(pid, which) => Special::Text(procpid::text(p, *pid, which), Mutex::new(0)),
+        Node::PidDir(pid, which) => Special::Dir(pid_dir_entries(p, *pid, which), Mutex::new(0)),
         _ => return Err(Errno::ENOENT),
     };
     if matches!(special, Special::Text(..) | Special::Dir(..))
@@ -218,8 +306,14 @@ pub fn open(p: &Process, node: &Node, flags: u32, path: &str) -> Result<Arc<File
 }
 
 /// statx of a kernel node that is not a link.
-pub fn statx(p: &Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
-    let ids = p.ids;
+pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
+    let ids = match node {
+        Node::PidText(pid, _)
+        | Node::PidDir(pid, _)
+        | Node::FdLink(pid, _)
+        | Node::Link(pid, _) => procpid::owner(p, *pid),
+        _ => p.ids,
+    };
     Ok(match node {
         Node::Device(_, maj, min) => synthetic_statx(
             S_IFCHR | 0o666,
@@ -230,13 +324,40 @@ pub fn statx(p: &Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         ),
         Node::Text(_) => synthetic_statx(S_IFREG | 0o444, 0, (0, 0), 0x200, ids),
         Node::Dir(_) => synthetic_statx(S_IFDIR | 0o555, 0, (0, 0), 0x300, ids),
-        Node::FdLink(_) | Node::Exe => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), 0x400, ids),
+        Node::PidText(pid, f) => {
+            let i = procpid::PID_FILES.iter().position(|x| x == f).unwrap_or(0) as u64;
+            let mode = if *f == "environ" { 0o400 } else { 0o444 };
+            synthetic_statx(S_IFREG | mode, 0, (0, 0), pid_ino(*pid, 2 + i), ids)
+        }
+        Node::PidDir(pid, f) => synthetic_statx(
+            S_IFDIR | if *f == "fd" { 0o500 } else { 0o555 },
+            0,
+            (0, 0),
+            pid_ino(
+                *pid,
+                ["", "fd", "task", "thread"]
+                    .iter()
+                    .position(|x| x == f)
+                    .unwrap_or(0) as u64,
+            ),
+            ids,
+        ),
+        Node::FdLink(pid, fd) => {
+            synthetic_statx(S_IFLNK | 0o700, 0, (0, 0), pid_ino(*pid, 0x100 + fd), ids)
+        }
+        Node::Link(pid, _) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), pid_ino(*pid, 0x40), ids),
+        Node::SelfLink(_) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), 0x400, ids),
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })
 }
 
+/// A distinct inode number for entry `i` of `/proc/<pid>/`.
+fn pid_ino(pid: u32, i: u64) -> u64 {
+    (u64::from(pid) << 20) | (i & 0xf_ffff)
+}
+
 /// statx of an open kernel file.
-pub fn statx_open(p: &Process, s: &Special) -> [u8; STATX_SIZE] {
+pub fn statx_open(p: &mut Process, s: &Special) -> [u8; STATX_SIZE] {
     let node = match s {
         Special::Null => Node::Device("null", 1, 3),
         Special::Zero => Node::Device("zero", 1, 5),

@@ -17,6 +17,8 @@ pub const S_IFCHR: u32 = 0o020000;
 pub const S_IFREG: u32 = 0o100000;
 /// Symbolic link.
 pub const S_IFLNK: u32 = 0o120000;
+/// FIFO (a pipe).
+pub const S_IFIFO: u32 = 0o010000;
 
 fn get(b: &[u8], off: usize, n: usize) -> u64 {
     let mut v = [0u8; 8];

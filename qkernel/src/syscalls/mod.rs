@@ -4,6 +4,7 @@
 
 mod attrs;
 pub mod cputime;
+pub mod epoll_guest;
 mod rw;
 mod sys_exec;
 mod sys_file;
@@ -16,15 +17,20 @@ mod sys_path;
 mod sys_poll;
 mod sys_prctl;
 mod sys_proc;
+mod sys_scm;
 mod sys_signal;
 mod sys_socket;
 mod sys_stat;
+mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
+
+pub use attrs::{DEFAULT_CAPS, container_root};
+pub use sys_proc::rlimit;
 
 use qlib::syscall_names;
 
@@ -113,7 +119,7 @@ pub static ENTRIES: &[Entry] = &[
     e(19, sys_file::readv, Full, ""),
     e(20, sys_file::writev, Full, ""),
     e(21, sys_stat::access, Full, ""),
-    e(22, sys_poll::pipe, Full, "host pipe"),
+    e(22, sys_poll::pipe, Full, "guest pipe"),
     e(23, sys_poll::select, Full, "waits in the VMM"),
     e(
         24,
@@ -122,6 +128,12 @@ pub static ENTRIES: &[Entry] = &[
         "runs the other runnable tasks",
     ),
     e(25, sys_mm::mremap, Partial, "anonymous mappings"),
+    e(
+        26,
+        sys_surface::msync,
+        Full,
+        "file mappings are private copies",
+    ),
     e(
         28,
         sys_mm::madvise,
@@ -152,8 +164,18 @@ pub static ENTRIES: &[Entry] = &[
     e(43, sys_socket::accept, Full, ""),
     e(44, sys_socket::sendto, Full, ""),
     e(45, sys_socket::recvfrom, Full, ""),
-    e(46, sys_socket::sendmsg, Partial, "no control messages"),
-    e(47, sys_socket::recvmsg, Partial, "no control messages"),
+    e(
+        46,
+        sys_socket::sendmsg,
+        Partial,
+        "SCM_RIGHTS (16 fds at most)",
+    ),
+    e(
+        47,
+        sys_socket::recvmsg,
+        Partial,
+        "SCM_RIGHTS; no SCM_CREDENTIALS",
+    ),
     e(48, sys_socket::shutdown, Full, ""),
     e(49, sys_socket::bind, Full, ""),
     e(50, sys_socket::listen, Full, ""),
@@ -256,6 +278,12 @@ pub static ENTRIES: &[Entry] = &[
         "SS_AUTODISARM ignored",
     ),
     e(
+        133,
+        sys_surface::mknod,
+        Partial,
+        "FIFOs, regular files; devices EPERM",
+    ),
+    e(
         135,
         sys_info::personality,
         Partial,
@@ -279,8 +307,26 @@ pub static ENTRIES: &[Entry] = &[
         "common options; others EINVAL",
     ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
+    e(
+        161,
+        sys_surface::chroot,
+        Partial,
+        "to / only; elsewhere EPERM",
+    ),
     e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
     e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
+    e(
+        170,
+        sys_surface::set_uts_name,
+        Full,
+        "EPERM: no CAP_SYS_ADMIN",
+    ),
+    e(
+        171,
+        sys_surface::set_uts_name,
+        Full,
+        "EPERM: no CAP_SYS_ADMIN",
+    ),
     e(186, sys_task::gettid, Full, ""),
     e(191, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
     e(192, sys_xattr::path_xattr, Stub, "EOPNOTSUPP: no xattrs"),
@@ -330,6 +376,12 @@ pub static ENTRIES: &[Entry] = &[
         "paths resolve inside the rootfs",
     ),
     e(258, sys_path::mkdirat, Full, ""),
+    e(
+        259,
+        sys_surface::mknodat,
+        Partial,
+        "FIFOs, regular files; devices EPERM",
+    ),
     e(260, sys_path::fchownat, Full, ""),
     e(262, sys_stat::newfstatat, Full, ""),
     e(263, sys_path::unlinkat, Full, ""),
@@ -346,13 +398,14 @@ pub static ENTRIES: &[Entry] = &[
     e(281, sys_poll::epoll_pwait, Full, ""),
     e(283, sys_poll::timerfd_create, Full, "host timerfd"),
     e(284, sys_poll::eventfd, Full, "host eventfd"),
+    e(285, sys_surface::fallocate, Full, "host fallocate"),
     e(286, sys_poll::timerfd_settime, Full, ""),
     e(287, sys_poll::timerfd_gettime, Full, ""),
     e(288, sys_socket::accept4, Full, ""),
     e(290, sys_poll::eventfd2, Full, "host eventfd"),
     e(291, sys_poll::epoll_create1, Full, "host epoll"),
     e(292, sys_file::dup3, Full, ""),
-    e(293, sys_poll::pipe2, Full, "host pipe"),
+    e(293, sys_poll::pipe2, Full, "guest pipe"),
     e(295, sys_file::preadv, Full, ""),
     e(296, sys_file::pwritev, Full, ""),
     e(
@@ -365,6 +418,12 @@ pub static ENTRIES: &[Entry] = &[
     e(309, sys_info::getcpu, Full, "cpu 0, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
+    e(
+        319,
+        sys_surface::memfd_create,
+        Partial,
+        "host memfd; no seals",
+    ),
     e(322, sys_exec::execveat, Full, "as execve"),
     e(332, sys_stat::statx, Full, ""),
     e(334, sys_proc::rseq, Stub, "ENOSYS: glibc runs without it"),
@@ -424,10 +483,13 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
                     log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
                 });
             }
+            cputime::charge(false);
             let clock = cputime::SyscallClock::start();
             let r = process::with(|p| (entry.handler)(p, args));
             clock.stop();
-            crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)))
+            let r = crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)));
+            cputime::charge(true);
+            r
         }
         None => {
             log_unimplemented(nr);

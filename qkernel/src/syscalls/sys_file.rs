@@ -41,18 +41,18 @@ pub fn open_path(p: &mut Process, abs: String, flags: u32, mode: u32) -> Result<
         } else {
             Errno::ENOENT
         }),
-        Node::FdLink(n) => {
+        node if special::is_link(&node) => {
             if flags & O_NOFOLLOW != 0 && flags & O_PATH == 0 {
                 return Err(Errno::ELOOP);
             }
-            p.files.get(n).cloned().map_err(|_| Errno::ENOENT)
-        }
-        Node::Exe => {
-            let exe = p.exe.clone();
-            open_path(p, exe, flags, mode)
+            match special::follow(p, &node) {
+                Some(special::Target::File(f)) => Ok(f),
+                Some(special::Target::Path(to)) => open_path(p, to, flags, mode),
+                None => Err(Errno::ENOENT),
+            }
         }
         node => {
-            if flags & O_DIRECTORY != 0 && !matches!(node, Node::Dir(_)) {
+            if flags & O_DIRECTORY != 0 && !matches!(node, Node::Dir(_) | Node::PidDir(..)) {
                 return Err(Errno::ENOTDIR);
             }
             special::open(p, &node, flags, &norm)
@@ -107,6 +107,7 @@ fn positional(p: &mut Process, fd: u64, bufs: &[(u64, u64)], write: bool, off: u
     match f.host_kind() {
         Some(HostKind::File) => transfer(p, &f, bufs, write, Some(off)),
         Some(_) => Err(Errno::ESPIPE),
+        None if f.pipe().is_some() => Err(Errno::ESPIPE),
         None => transfer(p, &f, bufs, write, None),
     }
 }
@@ -160,7 +161,7 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
             fd,
             kind: HostKind::File,
         } => host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0),
-        Backing::Host { .. } => Err(Errno::ESPIPE),
+        Backing::Host { .. } | Backing::Pipe(_) => Err(Errno::ESPIPE),
         Backing::Special(s) => match s.seekable() {
             Some((len, pos)) if a[2] <= 2 => {
                 let mut pos = pos.lock();
@@ -187,6 +188,8 @@ const F_GETLK: u64 = 5;
 const F_SETLK: u64 = 6;
 const F_SETLKW: u64 = 7;
 const F_DUPFD_CLOEXEC: u64 = 1030;
+const F_SETPIPE_SZ: u64 = 1031;
+const F_GETPIPE_SZ: u64 = 1032;
 
 /// `fcntl(fd, cmd, arg)`.
 pub fn fcntl(p: &mut Process, a: &[u64; 6]) -> SysResult {
@@ -209,6 +212,18 @@ pub fn fcntl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             let mut flags = f.flags.lock();
             *flags = (*flags & !SETFL_MASK) | (a[2] as u32 & SETFL_MASK);
             Ok(0)
+        }
+        // A guest pipe's own size; a host pipe's is the VMM's.
+        F_GETPIPE_SZ | F_SETPIPE_SZ if f.pipe().is_some() => {
+            let pipe = &f.pipe().ok_or(Errno::EBADF)?.pipe;
+            if a[1] == F_GETPIPE_SZ {
+                Ok(pipe.capacity())
+            } else {
+                pipe.set_capacity(a[2] & 0xffff_ffff)
+            }
+        }
+        super::sys_surface::F_GETPIPE_SZ | super::sys_surface::F_SETPIPE_SZ => {
+            super::sys_surface::pipe_size(&f, a[1], a[2])
         }
         // One process: every record lock is granted.
         F_SETLK | F_SETLKW => Ok(0),
@@ -290,6 +305,11 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             FIONREAD,
         ) => {
             let n = host::fd_op(fdop::FIONREAD, *fd, 0, 0, 0, 0)? as u32;
+            uaccess::write(&mut p.mm, a[2], &n)?;
+            Ok(0)
+        }
+        (Backing::Pipe(end), FIONREAD) => {
+            let n = end.pipe.buffered() as u32;
             uaccess::write(&mut p.mm, a[2], &n)?;
             Ok(0)
         }

@@ -123,6 +123,9 @@ const PROC_SUPER_MAGIC: u64 = 0x9fa0;
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 const SYSFS_MAGIC: u64 = 0x6265_6572;
 
+/// Linux's `PIPEFS_MAGIC`: the filesystem of guest pipes.
+const PIPEFS_MAGIC: u64 = 0x5049_5045;
+
 /// The `struct statfs` of the kernel's own filesystem holding absolute
 /// path `abs` (`/proc`, `/dev` or `/sys`).
 fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
@@ -133,6 +136,11 @@ fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
     } else {
         (TMPFS_MAGIC, false)
     };
+    statfs_buf(magic, ro)
+}
+
+/// A `struct statfs` of a kernel filesystem with `magic`.
+fn statfs_buf(magic: u64, ro: bool) -> [u8; STATFS_SIZE] {
     let mut b = [0u8; STATFS_SIZE];
     // f_type, f_bsize; blocks and files 0; f_namelen 255 at 64, f_frsize
     // at 72, f_flags at 80 (ST_VALID 0x20, ST_RDONLY, ST_NOSUID ...).
@@ -145,20 +153,27 @@ fn kernel_statfs(abs: &str) -> [u8; STATFS_SIZE] {
 /// `statfs` of what the absolute path `abs` names; the links of `/proc`
 /// and `/dev` (`/proc/self/fd/N`, `/dev/stdin`, `/proc/self/exe`) are
 /// followed, as Linux follows them.
-fn statfs_abs(p: &Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
+fn statfs_abs(p: &mut Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
     let norm = path::normalize(abs);
     match special::lookup(&norm) {
         Node::Host => procfs::host_statfs(abs),
         Node::Missing => Err(Errno::ENOENT),
-        Node::FdLink(n) => statfs_fd(p, n).map_err(|_| Errno::ENOENT),
-        Node::Exe => procfs::host_statfs(&p.exe),
+        node if special::is_link(&node) => match special::follow(p, &node) {
+            Some(special::Target::File(f)) => statfs_file(&f),
+            Some(special::Target::Path(to)) => statfs_abs(p, &to),
+            None => Err(Errno::ENOENT),
+        },
         _ => Ok(kernel_statfs(&norm)),
     }
 }
 
 /// `statfs` of the filesystem holding open file `fd`.
 fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
-    let f = p.files.get(fd)?;
+    statfs_file(p.files.get(fd)?)
+}
+
+/// `statfs` of the filesystem holding open file `f`.
+fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
     Ok(match &f.backing {
         Backing::Host { fd, .. } => {
             let buf = [0u8; STATFS_SIZE];
@@ -168,6 +183,7 @@ fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
             unsafe { core::ptr::read_volatile(&buf) }
         }
         Backing::Special(_) => kernel_statfs(&f.path),
+        Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
     })
 }
 

@@ -128,23 +128,10 @@ pub fn readlinkat(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let abs = path::user_absolute(p, a[0] as i64, a[1])?;
     let target: alloc::vec::Vec<u8> = match special::lookup(&path::normalize(&abs)) {
         Node::Host => host::readlink(&abs)?,
-        Node::Exe => {
-            // Linux shows the file with every symlink resolved (the
-            // dynamic loader's `$ORIGIN` comes from here): resolved on
-            // first use, kept for the next.
-            if let Some(c) = path::canonical(&p.exe, host::readlink) {
-                p.exe = c;
-            }
-            p.exe.clone().into_bytes()
-        }
-        Node::FdLink(n) => p
-            .files
-            .get(n)
-            .map_err(|_| Errno::ENOENT)?
-            .path
-            .clone()
-            .into_bytes(),
         Node::Missing => return Err(Errno::ENOENT),
+        node if special::is_link(&node) => {
+            path::to_bytes(&special::link_text(p, &node).ok_or(Errno::ENOENT)?).into_owned()
+        }
         _ => return Err(Errno::EINVAL),
     };
     let n = target.len().min(a[3] as usize);
@@ -284,7 +271,7 @@ pub fn fchdir(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `getcwd(buf, size)`.
 pub fn getcwd(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let mut bytes = p.cwd.clone().into_bytes();
+    let mut bytes = path::to_bytes(&p.cwd).into_owned();
     bytes.push(0);
     if (a[1] as usize) < bytes.len() {
         return Err(Errno::ERANGE);

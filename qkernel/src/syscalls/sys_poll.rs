@@ -1,6 +1,9 @@
 //! Readiness and event fds: poll/ppoll, select/pselect6, epoll, eventfd,
 //! timerfd, and pipes. Waiting happens in the VMM (host poll/epoll on the
-//! sandbox's host fds), so a blocked program costs no CPU.
+//! sandbox's host fds), so a blocked program costs no CPU. Guest pipes
+//! (`fs::pipe`) are checked in the guest first; a wait that involves one
+//! always parks (on the host fds, the pipes' wait queues and the
+//! deadline), since only another task can make a pipe ready.
 
 use alloc::vec::Vec;
 
@@ -43,16 +46,22 @@ type Entry = (i32, i16, i16);
 fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysResult {
     let mut host_fds: Vec<PollFd> = Vec::new();
     let mut which: Vec<usize> = Vec::new();
+    let mut queues: Vec<u64> = Vec::new();
     let mut ready = 0;
     for (i, e) in entries.iter_mut().enumerate() {
         e.2 = 0;
         if e.0 < 0 {
             continue;
         }
-        match p.files.get(e.0 as u64).map(|f| f.host_fd()) {
+        let file = p.files.get(e.0 as u64);
+        match file.map(|f| (f.host_fd(), f.pipe())) {
             Err(_) => e.2 = POLLNVAL,
-            Ok(None) => e.2 = e.1 & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM),
-            Ok(Some(fd)) => {
+            Ok((None, Some(end))) => {
+                e.2 = end.pipe.poll(end.write) & (e.1 | POLLERR | POLLHUP);
+                queues.push(end.pipe.queue(end.write));
+            }
+            Ok((None, None)) => e.2 = e.1 & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM),
+            Ok((Some(fd), _)) => {
                 host_fds.push(PollFd {
                     fd,
                     events: e.1,
@@ -69,11 +78,12 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
         deadline = 0;
     }
     // With other tasks around, a wait parks this one (the vCPU polls for
-    // every parked task at once when nothing can run).
-    let park = deadline != 0 && park::worthwhile();
+    // every parked task at once when nothing can run); so does a wait on
+    // a guest pipe.
+    let park = deadline != 0 && (!queues.is_empty() || park::worthwhile());
     if host_fds.is_empty() {
         if park {
-            park::wait_on(&[], deadline)?;
+            park::wait_on_queues(&[], &queues, deadline, 0)?;
             return Err(PARKED);
         }
         if deadline != 0 && !hostcall::sleep_until(deadline) {
@@ -97,7 +107,7 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
     }
     if park && ready == 0 {
         let fds: Vec<(i32, i16)> = host_fds.iter().map(|f| (f.fd, f.events)).collect();
-        park::wait_on(&fds, deadline)?;
+        park::wait_on_queues(&fds, &queues, deadline, 0)?;
         return Err(PARKED);
     }
     Ok(ready)
@@ -293,7 +303,7 @@ pub fn epoll_ctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[0] == a[2] {
         return Err(Errno::EINVAL);
     }
-    let target = p.files.get(a[2])?.host_fd().ok_or(Errno::EPERM)?;
+    let file = p.files.get(a[2])?.clone();
     let (events, data) = if a[1] == 2 {
         (0u32, 0u64) // EPOLL_CTL_DEL ignores the event
     } else {
@@ -303,6 +313,10 @@ pub fn epoll_ctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
         let data = u64::from_le_bytes(raw[4..12].try_into().expect("8 bytes"));
         (ev, data)
     };
+    if file.pipe().is_some() {
+        return super::epoll_guest::ctl(ep, a[1], a[2] as i32, &file, events, data);
+    }
+    let target = file.host_fd().ok_or(Errno::EPERM)?;
     host::fd_op(
         fdop::EPOLL_CTL,
         ep,
@@ -325,15 +339,32 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
         return Err(Errno::EFAULT);
     }
     let max = (max as usize).min(1024);
-    let mut buf = alloc::vec![0u8; max * 12];
     let mut deadline = deadline_in(timeout_ns);
-    if park::expired(deadline) {
+    // Guest files in the set first; the host's fill the rest.
+    let (guest, queues) = super::epoll_guest::ready(ep, max);
+    if park::expired(deadline) || !guest.is_empty() {
         deadline = 0;
     }
-    let park = deadline != 0 && park::worthwhile();
-    let n = host::epoll_wait(ep, &mut buf, if park { 0 } else { deadline })?;
+    let mut buf = alloc::vec![0u8; max * 12];
+    for (i, (ev, data)) in guest.iter().enumerate() {
+        buf[i * 12..i * 12 + 4].copy_from_slice(&ev.to_le_bytes());
+        buf[i * 12 + 4..i * 12 + 12].copy_from_slice(&data.to_le_bytes());
+    }
+    let park = deadline != 0 && (!queues.is_empty() || park::worthwhile());
+    let n = guest.len()
+        + if guest.len() < max {
+            let rest = &mut buf[guest.len() * 12..];
+            match host::epoll_wait(ep, rest, if park { 0 } else { deadline }) {
+                Ok(n) => n,
+                // The guest events are reported (and consumed) anyway.
+                Err(_) if !guest.is_empty() => 0,
+                Err(e) => return Err(e),
+            }
+        } else {
+            0
+        };
     if park && n == 0 {
-        park::wait_on(&[(ep, POLLIN)], deadline)?;
+        park::wait_on_queues(&[(ep, POLLIN)], &queues, deadline, 0)?;
         return Err(PARKED);
     }
     uaccess::copy_out(&mut p.mm, a[1], &buf[..n * 12])?;
@@ -443,18 +474,26 @@ pub fn pipe2(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if flags & !(O_NONBLOCK | O_CLOEXEC | O_DIRECT) != 0 {
         return Err(Errno::EINVAL);
     }
-    let pair = host::new_pair(new::PIPE, u64::from(flags & O_DIRECT), 0, 0)?;
-    park::add_peers(pair[0], pair[1]);
     let cloexec = flags & O_CLOEXEC != 0;
     let nb = flags & O_NONBLOCK;
-    let mk = |fd: i32, acc: u32| {
-        let backing = Backing::Host {
-            fd,
-            kind: HostKind::Pipe,
+    let (r, w) = if flags & O_DIRECT != 0 {
+        // Packet mode stays a host pipe (guest pipes are byte streams).
+        let pair = host::new_pair(new::PIPE, u64::from(O_DIRECT), 0, 0)?;
+        park::add_peers(pair[0], pair[1]);
+        let mk = |fd: i32, acc: u32| {
+            let backing = Backing::Host {
+                fd,
+                kind: HostKind::Pipe,
+            };
+            File::new(backing, acc | nb, alloc::format!("pipe:[{}]", pair[0]))
         };
-        File::new(backing, acc | nb, alloc::format!("pipe:[{}]", pair[0]))
+        (mk(pair[0], O_RDONLY), mk(pair[1], O_WRONLY))
+    } else {
+        let (re, we) = crate::fs::pipe::new_pair();
+        let name = alloc::format!("pipe:[{}]", re.pipe.ino());
+        let mk = |end, acc: u32| File::new(Backing::Pipe(end), acc | nb, name.clone());
+        (mk(re, O_RDONLY), mk(we, O_WRONLY))
     };
-    let (r, w) = (mk(pair[0], O_RDONLY), mk(pair[1], O_WRONLY));
     let rfd = p.files.insert(r, cloexec)?;
     let wfd = match p.files.insert(w, cloexec) {
         Ok(fd) => fd,

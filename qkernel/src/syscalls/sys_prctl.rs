@@ -25,19 +25,6 @@ const PR_GET_CHILD_SUBREAPER: u64 = 37;
 const PR_SET_NO_NEW_PRIVS: u64 = 38;
 const PR_GET_NO_NEW_PRIVS: u64 = 39;
 
-/// The name `PR_GET_NAME` reports: the one set for this thread, else
-/// the program file's name (Linux's `comm`), at most 15 bytes.
-fn name(p: &Process) -> [u8; 16] {
-    if let Some(n) = p.name {
-        return n;
-    }
-    let base = p.exe.rsplit('/').next().unwrap_or("");
-    let mut n = [0u8; 16];
-    let len = base.len().min(15);
-    n[..len].copy_from_slice(&base.as_bytes()[..len]);
-    n
-}
-
 /// `prctl(option, arg2, arg3, arg4, arg5)`.
 pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let unused = |from: usize| a[from..5].iter().all(|&v| v == 0);
@@ -77,11 +64,15 @@ pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 }
                 *slot = b[0];
             }
-            // Per thread: `Process::name` is the running thread's.
+            // Per thread (`Process::name` is the running thread's); the
+            // leader's is the process's `comm` too.
             p.name = Some(n);
+            if crate::task::current_pid() == crate::task::current_tgid() {
+                p.comm = n;
+            }
         }
         PR_GET_NAME => {
-            let n = name(p);
+            let n = p.name.unwrap_or(p.comm);
             uaccess::copy_out(&mut p.mm, a[1], &n)?;
         }
         PR_GET_SECCOMP => return Ok(if crate::seccomp::active() { 2 } else { 0 }),

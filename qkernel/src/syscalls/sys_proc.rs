@@ -91,18 +91,23 @@ pub fn uname(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 const RLIM_INFINITY: u64 = u64::MAX;
 
+/// Resource limit `res` as (soft, hard), or `None` for an unknown one.
+pub fn rlimit(res: u64) -> Option<(u64, u64)> {
+    Some(match res {
+        3 => (8 << 20, RLIM_INFINITY), // RLIMIT_STACK
+        7 => (1024, 4096),             // RLIMIT_NOFILE
+        4 => (0, RLIM_INFINITY),       // RLIMIT_CORE
+        0..=15 => (RLIM_INFINITY, RLIM_INFINITY),
+        _ => return None,
+    })
+}
+
 /// `prlimit64(pid, resource, new, old)`.
 pub fn prlimit64(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[0] != 0 && a[0] != 1 {
         return Err(Errno::ESRCH);
     }
-    let limit: (u64, u64) = match a[1] {
-        3 => (8 << 20, RLIM_INFINITY), // RLIMIT_STACK
-        7 => (1024, 4096),             // RLIMIT_NOFILE
-        4 => (0, RLIM_INFINITY),       // RLIMIT_CORE
-        0..=15 => (RLIM_INFINITY, RLIM_INFINITY),
-        _ => return Err(Errno::EINVAL),
-    };
+    let limit = rlimit(a[1]).ok_or(Errno::EINVAL)?;
     if a[3] != 0 {
         uaccess::write(&mut p.mm, a[3], &limit.0)?;
         uaccess::write(&mut p.mm, a[3] + 8, &limit.1)?;

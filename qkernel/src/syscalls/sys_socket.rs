@@ -22,7 +22,7 @@ const AF_UNIX: u16 = 1;
 /// `sizeof(struct sockaddr_un)`.
 const SUN_LEN: u64 = 110;
 
-fn sock(p: &Process, fd: u64) -> Result<(Arc<File>, i32), Errno> {
+pub(super) fn sock(p: &Process, fd: u64) -> Result<(Arc<File>, i32), Errno> {
     let f = p.files.get(fd)?.clone();
     match f.backing {
         Backing::Host {
@@ -319,6 +319,12 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
+    if let Some(files) = super::sys_scm::rights_to_send(p, a[1])?
+        && !files.is_empty()
+    {
+        let (f, hfd) = sock(p, a[0])?;
+        return super::sys_scm::send_with_rights(p, &f, hfd, &bufs, addr, a[2], &files);
+    }
     send(p, a[0], &bufs, addr, a[2])
 }
 
@@ -329,11 +335,19 @@ pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let iov: u64 = uaccess::read(&mut p.mm, a[1] + 16)?;
     let iovlen: u64 = uaccess::read(&mut p.mm, a[1] + 24)?;
     let bufs = user_iovec_array(p, iov, iovlen)?;
-    let (n, addr) = recv(p, a[0], &bufs, a[2])?;
+    let control: u64 = uaccess::read(&mut p.mm, a[1] + 32)?;
+    let (n, addr) = if control != 0 {
+        let (f, hfd) = sock(p, a[0])?;
+        super::sys_scm::recv_with_control(p, &f, hfd, &bufs, a[2], a[1])?
+    } else {
+        recv(p, a[0], &bufs, a[2])?
+    };
     if name != 0 {
         write_addr(p, name, a[1] + 8, &addr)?;
     }
-    uaccess::write(&mut p.mm, a[1] + 40, &0u64)?; // msg_controllen
+    if control == 0 {
+        uaccess::write(&mut p.mm, a[1] + 40, &0u64)?; // msg_controllen
+    }
     uaccess::write(&mut p.mm, a[1] + 48, &addr.pad)?; // msg_flags
     Ok(n)
 }

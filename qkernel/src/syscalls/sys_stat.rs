@@ -15,21 +15,38 @@ const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// statx of the open file `fd`.
-fn statx_fd(p: &Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
-    let f = p.files.get(fd)?;
+fn statx_fd(p: &mut Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
+    let f = p.files.get(fd)?.clone();
+    statx_file(p, &f)
+}
+
+/// statx of an open file.
+fn statx_file(p: &mut Process, f: &crate::fs::File) -> Result<[u8; STATX_SIZE], Errno> {
     match &f.backing {
         Backing::Host { fd, .. } => host::statx_fd(*fd),
         Backing::Special(s) => Ok(special::statx_open(p, s)),
+        Backing::Pipe(end) => Ok(crate::fs::stat::synthetic_statx(
+            crate::fs::stat::S_IFIFO | 0o600,
+            0,
+            (0, 0),
+            end.pipe.ino(),
+            p.ids,
+        )),
     }
 }
 
 /// statx of the absolute path `abs`.
-pub fn statx_abs(p: &Process, abs: &str, nofollow: bool) -> Result<[u8; STATX_SIZE], Errno> {
+pub fn statx_abs(p: &mut Process, abs: &str, nofollow: bool) -> Result<[u8; STATX_SIZE], Errno> {
     let node = special::lookup(&path::normalize(abs));
+    // A trailing slash follows a final link, as on Linux.
+    let nofollow = nofollow && !abs.ends_with('/');
     match node {
         Node::Host => host::statx_path(abs, nofollow),
-        Node::FdLink(n) if !nofollow => statx_fd(p, n).map_err(|_| Errno::ENOENT),
-        Node::Exe if !nofollow => host::statx_path(&p.exe, false),
+        node if special::is_link(&node) && !nofollow => match special::follow(p, &node) {
+            Some(special::Target::File(f)) => statx_file(p, &f),
+            Some(special::Target::Path(to)) => statx_abs(p, &to, false),
+            None => Err(Errno::ENOENT),
+        },
         node => special::statx(p, &node),
     }
 }

@@ -168,6 +168,8 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         umask: p.umask,
         exe: p.exe.clone(),
         cmdline: p.cmdline.clone(),
+        environ: p.environ.clone(),
+        comm: p.comm,
         ids: p.ids,
         shared_sig: crate::signal::GroupSig::new(),
         name: p.name,

@@ -275,7 +275,7 @@ pub fn finish_syscall(
                     return Err(e);
                 }
                 if crate::signal::interrupts() {
-                    return Err(park::interrupted());
+                    return park::interrupted();
                 }
                 r = rerun();
                 park::rerun_done();

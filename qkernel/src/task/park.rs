@@ -14,12 +14,13 @@
 //! the deadlines that passed meanwhile fire right after the wake.
 
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use qlib::abi::{Call, PollFd, RET_RESTART};
 use spin::Mutex;
 
 use super::timers::{self, NEVER};
-use super::{KERNEL, State, current_pid, sched};
+use super::{KERNEL, Kernel, State, current_pid, sched};
 use crate::errno::{Errno, SysResult};
 use crate::{hostcall, time};
 
@@ -32,26 +33,47 @@ struct Parked {
     pid: u32,
     /// (host fd, events).
     fds: Vec<(i32, i16)>,
+    /// Guest wait queues ([`new_queues`], [`wake_queue`]).
+    queues: Vec<u64>,
     /// `CLOCK_MONOTONIC` ns (`NEVER`: none).
     deadline: u64,
     /// A sleep's `rem` address ([`sleep`]).
     rem: Option<u64>,
+    /// Bytes the syscall moved before it parked ([`done`]).
+    done: usize,
 }
 
 /// What the running syscall handler asked to wait on ([`wait_on`]),
 /// taken by [`park`] once the handler returned.
 struct Armed {
     fds: Vec<(i32, i16)>,
+    queues: Vec<u64>,
     deadline: u64,
     /// A sleep's `rem` address: the time left is written there if a signal
     /// cuts the sleep short.
     rem: Option<u64>,
+    done: usize,
+}
+
+/// The syscall being run again after a wake.
+#[derive(Clone, Copy)]
+struct Resume {
+    pid: u32,
+    deadline: u64,
+    rem: Option<u64>,
+    done: usize,
 }
 
 static PARKED: Mutex<Vec<Parked>> = Mutex::new(Vec::new());
 static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
-/// The syscall being run again after a wake: (pid, its deadline, `rem`).
-static RESUME: Mutex<Option<(u32, u64, Option<u64>)>> = Mutex::new(None);
+/// The syscall being run again after a wake.
+static RESUME: Mutex<Option<Resume>> = Mutex::new(None);
+/// The next guest wait queue id.
+static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
+/// Tasks a [`wake_queue`] could not wake at once (the task table was
+/// locked: an object was dropped under it); woken by the scheduler's
+/// next pick ([`wake_deferred`]).
+static DEFERRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// Pipe and socketpair ends created in the guest: (host fd, peer host
 /// fd). A write on one wakes the tasks parked to read the other without a
 /// host poll.
@@ -72,10 +94,10 @@ pub fn worthwhile() -> bool {
 /// starts now, or, when the syscall runs again after a wake, the deadline
 /// its first run computed.
 pub fn deadline(rel: Option<u64>) -> u64 {
-    if let Some((pid, d, _)) = *RESUME.lock()
-        && pid == current_pid()
+    if let Some(r) = *RESUME.lock()
+        && r.pid == current_pid()
     {
-        return d;
+        return r.deadline;
     }
     match rel {
         None => NEVER,
@@ -85,7 +107,16 @@ pub fn deadline(rel: Option<u64>) -> u64 {
 
 /// Whether the running syscall runs again after its task woke from a park.
 pub fn rerun() -> bool {
-    RESUME.lock().is_some_and(|(pid, ..)| pid == current_pid())
+    RESUME.lock().is_some_and(|r| r.pid == current_pid())
+}
+
+/// The bytes an earlier run of the running syscall moved before its task
+/// parked ([`wait_on_queues`]'s `done`); 0 on a first run.
+pub fn done() -> usize {
+    RESUME
+        .lock()
+        .filter(|r| r.pid == current_pid())
+        .map_or(0, |r| r.done)
 }
 
 /// Whether `deadline` has passed.
@@ -97,10 +128,20 @@ pub fn expired(deadline: u64) -> bool {
 /// `deadline` passes, then run the syscall again. Returns what the handler
 /// returns meanwhile (ignored).
 pub fn wait_on(fds: &[(i32, i16)], deadline: u64) -> SysResult {
+    wait_on_queues(fds, &[], deadline, 0)
+}
+
+/// As [`wait_on`], and also until a guest object wakes one of `queues`
+/// ([`wake_queue`]). `done`: bytes the syscall already moved (a blocking
+/// pipe write that goes on); its rerun finds them with [`done`], and a
+/// handled signal then ends the syscall with that count, not an error.
+pub fn wait_on_queues(fds: &[(i32, i16)], queues: &[u64], deadline: u64, done: usize) -> SysResult {
     *ARMED.lock() = Some(Armed {
         fds: fds.to_vec(),
+        queues: queues.to_vec(),
         deadline,
         rem: None,
+        done,
     });
     crate::task::request(crate::task::Action::Park(-1, 0));
     Ok(0)
@@ -111,8 +152,10 @@ pub fn wait_on(fds: &[(i32, i16)], deadline: u64) -> SysResult {
 pub fn sleep(deadline: u64, rem: u64) -> SysResult {
     *ARMED.lock() = Some(Armed {
         fds: Vec::new(),
+        queues: Vec::new(),
         deadline,
         rem: (rem != 0).then_some(rem),
+        done: 0,
     });
     crate::task::request(crate::task::Action::Park(-1, 0));
     Ok(0)
@@ -123,19 +166,24 @@ pub fn sleep(deadline: u64, rem: u64) -> SysResult {
 pub fn park(fd: i32, events: i16) {
     let pid = current_pid();
     let armed = ARMED.lock().take();
-    let (mut fds, deadline, rem) = match armed {
-        Some(a) => (a.fds, a.deadline, a.rem),
-        None => (Vec::new(), NEVER, None),
-    };
+    let mut a = armed.unwrap_or(Armed {
+        fds: Vec::new(),
+        queues: Vec::new(),
+        deadline: NEVER,
+        rem: None,
+        done: 0,
+    });
     if fd >= 0 {
-        fds.push((fd, events));
+        a.fds.push((fd, events));
     }
-    timers::arm_wake(pid, deadline);
+    timers::arm_wake(pid, a.deadline);
     PARKED.lock().push(Parked {
         pid,
-        fds,
-        deadline,
-        rem,
+        fds: a.fds,
+        queues: a.queues,
+        deadline: a.deadline,
+        rem: a.rem,
+        done: a.done,
     });
 }
 
@@ -145,8 +193,10 @@ pub fn park_deadline_only(pid: u32, deadline: u64) {
     PARKED.lock().push(Parked {
         pid,
         fds: Vec::new(),
+        queues: Vec::new(),
         deadline,
         rem: None,
+        done: 0,
     });
 }
 
@@ -161,10 +211,12 @@ pub fn unpark(pid: u32) {
 pub fn woke() {
     let pid = current_pid();
     let mut parked = PARKED.lock();
-    let resume = parked
-        .iter()
-        .find(|e| e.pid == pid)
-        .map(|e| (pid, e.deadline, e.rem));
+    let resume = parked.iter().find(|e| e.pid == pid).map(|e| Resume {
+        pid,
+        deadline: e.deadline,
+        rem: e.rem,
+        done: e.done,
+    });
     parked.retain(|e| e.pid != pid);
     drop(parked);
     timers::disarm_wake(pid);
@@ -176,7 +228,7 @@ pub fn forget(pid: u32) {
     unpark(pid);
     timers::forget(pid);
     let mut r = RESUME.lock();
-    if r.is_some_and(|(p, ..)| p == pid) {
+    if r.is_some_and(|r| r.pid == pid) {
         *r = None;
     }
 }
@@ -187,20 +239,61 @@ pub fn rerun_done() {
 }
 
 /// A handled signal woke the parked task: its syscall ends with the
-/// returned error (a sleep writes the time left first).
-pub fn interrupted() -> Errno {
+/// returned error (a sleep writes the time left first), or with the bytes
+/// it had already moved ([`wait_on_queues`]).
+pub fn interrupted() -> Result<usize, Errno> {
     let resume = RESUME.lock().take();
-    if let Some((pid, deadline, Some(rem))) = resume
-        && pid == current_pid()
-    {
-        let left = deadline.saturating_sub(time::monotonic_ns());
+    let Some(r) = resume.filter(|r| r.pid == current_pid()) else {
+        return Err(Errno::ERESTARTSYS);
+    };
+    if r.done > 0 {
+        return Ok(r.done);
+    }
+    if let Some(rem) = r.rem {
+        let left = r.deadline.saturating_sub(time::monotonic_ns());
         let _ = crate::process::with(|p| -> Result<(), Errno> {
             crate::mm::uaccess::write(&mut p.mm, rem, &(left / 1_000_000_000))?;
             crate::mm::uaccess::write(&mut p.mm, rem + 8, &(left % 1_000_000_000))
         });
-        return Errno::ERESTARTNOHAND;
+        return Err(Errno::ERESTARTNOHAND);
     }
-    Errno::ERESTARTSYS
+    Err(Errno::ERESTARTSYS)
+}
+
+/// `n` new guest wait queue ids, consecutive.
+pub fn new_queues(n: u64) -> u64 {
+    NEXT_QUEUE.fetch_add(n, Ordering::Relaxed)
+}
+
+/// Wakes every task parked on guest wait queue `q` (their syscalls run
+/// again). Safe to call with the process lock held; with the task table
+/// locked the wake is deferred to the scheduler's next pick.
+pub fn wake_queue(q: u64) {
+    let ready: Vec<u32> = PARKED
+        .lock()
+        .iter()
+        .filter(|e| e.queues.contains(&q))
+        .map(|e| e.pid)
+        .collect();
+    if ready.is_empty() {
+        return;
+    }
+    match KERNEL.try_lock() {
+        Some(mut k) => {
+            for pid in ready {
+                sched::wake(&mut k, pid);
+            }
+        }
+        None => DEFERRED.lock().extend(ready),
+    }
+}
+
+/// Performs the wakes [`wake_queue`] deferred.
+pub fn wake_deferred(k: &mut Kernel) {
+    let pids = core::mem::take(&mut *DEFERRED.lock());
+    for pid in pids {
+        sched::wake(k, pid);
+    }
 }
 
 /// Whether any task is parked.

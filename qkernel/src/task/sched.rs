@@ -41,6 +41,7 @@ pub fn wake(k: &mut Kernel, pid: u32) {
 
 /// The next runnable task in the queue, if any.
 fn pick(k: &mut Kernel) -> Option<u32> {
+    super::park::wake_deferred(k);
     while let Some(pid) = k.runq.pop_front() {
         if k.tasks
             .get(&pid)

@@ -51,10 +51,19 @@ impl HostCalls<'_> {
         let guest_nonblock = guest & libc::O_NONBLOCK != 0;
         // Status flags the guest keeps (O_NONBLOCK) or that would hand the
         // host's terminal to the guest (O_NOCTTY is implied) are dropped.
-        let flags =
-            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY;
+        let flags = if guest & libc::O_PATH != 0 {
+            // openat2 takes only these with O_PATH.
+            guest & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        } else {
+            (guest & !(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_ASYNC)) | libc::O_NOCTTY
+        };
         let accmode = flags & libc::O_ACCMODE;
-        let fd = match self.root.open_at(path, flags | libc::O_NONBLOCK, mode) {
+        let nonblock = if flags & libc::O_PATH != 0 {
+            0
+        } else {
+            libc::O_NONBLOCK
+        };
+        let fd = match self.root.open_at(path, flags | nonblock, mode) {
             Ok(fd) => fd,
             // A FIFO without a reader; a socket file says ENXIO too.
             Err(libc::ENXIO) if accmode == libc::O_WRONLY && !guest_nonblock => {
@@ -324,6 +333,12 @@ impl HostCalls<'_> {
                 let fd = self.root.object(path, false).map_err(err)?;
                 self.statfs_into(fd.as_raw_fd(), a[3])
             }
+            pathop::MKFIFO => {
+                let p = parent(path, libc::EEXIST, libc::EEXIST)?;
+                let mode = libc::S_IFIFO | (a[3] as u32 & 0o7777);
+                // SAFETY: valid dirfd and NUL-terminated name.
+                ret(unsafe { libc::mknodat(p.dir.as_raw_fd(), p.name.as_ptr(), mode, 0) } as i64)
+            }
             pathop::SYNCFS => {
                 // syncfs needs an fd opened for I/O, not an O_PATH one;
                 // O_NONBLOCK so a FIFO does not wait for a writer.
@@ -421,6 +436,21 @@ impl HostCalls<'_> {
             fdop::FSTATFS => self.statfs_into(fd, a[2]),
             // SAFETY: `fd` is a valid fd of ours.
             fdop::SYNCFS => ret(unsafe { libc::syncfs(fd) } as i64),
+            fdop::FALLOCATE => {
+                // SAFETY: `fd` is a valid fd of ours; the rest are integers.
+                let rc = unsafe { libc::fallocate(fd, a[2] as i32, a[3] as i64, a[4] as i64) };
+                ret(rc as i64)
+            }
+            fdop::PIPE_SZ => {
+                // SAFETY: `fd` is a valid fd of ours; the rest are integers.
+                ret(unsafe {
+                    if a[2] == 0 {
+                        libc::fcntl(fd, libc::F_GETPIPE_SZ)
+                    } else {
+                        libc::fcntl(fd, libc::F_SETPIPE_SZ, a[2].min(i32::MAX as u64) as i32)
+                    }
+                } as i64)
+            }
             fdop::GETDENTS => self.getdents(fd, a[2], a[3]),
             fdop::SENDFILE => self.sendfile(fd, a[2], a[3], a[4], a[5]),
             fdop::EPOLL_CTL => self.epoll_ctl(fd, a),

@@ -107,6 +107,9 @@ struct Guest {
     fds: Vec<u64>,
     /// Those of them that are sockets.
     socks: Vec<u64>,
+    /// Connected ends of socketpairs (sends and receives on them can
+    /// succeed whatever else the seed drew).
+    pairs: Vec<u64>,
 }
 
 impl Guest {
@@ -326,7 +329,11 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
             }
         }
         Some(Call::Msg) => {
-            a[0] = g.sock(r);
+            a[0] = if !g.pairs.is_empty() && r.chance(2) {
+                g.pairs[r.below(g.pairs.len() as u64) as usize]
+            } else {
+                g.sock(r)
+            };
             (a[1], a[2]) = iovecs(ram, r, CRAFT);
             a[3] = if r.chance(2) {
                 0
@@ -337,6 +344,34 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
             if r.chance(4) {
                 a[4] |= r.next() & 0xffff_ffff_0000_0000; // MSG_* flags
             }
+            // SCM_RIGHTS records: mostly none, sometimes crafted (fds of
+            // the sandbox or not, any count), sometimes a wild address.
+            // Chosen from a value already drawn (`a[5]`'s own random), so
+            // the rest of the seed's stream stays what it was.
+            // A receive only gets room (harmless); a send with a record
+            // that may fail is rare, so the few sends that can succeed in
+            // a seed still do.
+            let pick = a[5] % 64;
+            let write = a[4] & io::WRITE != 0;
+            a[5] = match (write, pick) {
+                (false, 0..=15) | (true, 0) => {
+                    let mut c = qlib::io_abi::MsgFds {
+                        count: (pick as u32 * 7) % (qlib::io_abi::MSG_MAX_FDS as u32 + 2),
+                        ..Default::default()
+                    };
+                    let pool: Vec<u64> = g.socks.iter().chain(&g.fds).copied().collect();
+                    for (i, fd) in c.fds.iter_mut().enumerate() {
+                        *fd = pool
+                            .get(i % pool.len().max(1))
+                            .map_or(i as i32, |&v| v as i32);
+                    }
+                    let at = CRAFT + 0x2000;
+                    ram.write(at, c).expect("craft area in RAM");
+                    at
+                }
+                (true, 1) => a[5] | 0x1000_0000_0000,
+                _ => 0,
+            };
         }
         Some(Call::NewFd) => {
             a[0] = if r.chance(8) { any(r) } else { 1 + r.below(6) };
@@ -458,6 +493,7 @@ fn fuzz(seed: u64) -> (Tally, std::collections::BTreeSet<String>) {
         let mut g = Guest {
             fds: Vec::new(),
             socks: Vec::new(),
+            pairs: Vec::new(),
         };
         while served < CALLS {
             served += 1;
@@ -531,6 +567,7 @@ fn fuzz(seed: u64) -> (Tally, std::collections::BTreeSet<String>) {
                         g.fds.push(fd as u64);
                         if rec.args[0] == 2 {
                             g.socks.push(fd as u64);
+                            g.pairs.push(fd as u64);
                         }
                     }
                 }

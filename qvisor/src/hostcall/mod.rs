@@ -165,7 +165,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Io) => self.io(a[0], a[1], a[2], a[3], a[4]),
             Some(Call::Path) => self.path_op(a),
             Some(Call::Fd) => self.fd_op(a),
-            Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4]),
+            Some(Call::Msg) => self.msg(a[0], a[1], a[2], a[3], a[4], a[5]),
             Some(Call::NewFd) => self.new_fd(a),
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),

@@ -226,9 +226,20 @@ fn run_with_stdin(mut cmd: Command, stdin: Option<&Path>) -> Outcome {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
+    // A program the test just wrote may still be open for writing in a
+    // child another test thread is forking (ETXTBSY until that child
+    // execs): try again briefly.
+    let mut tries = 0;
+    let mut child = loop {
+        match cmd.spawn() {
+            Ok(c) => break c,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("spawning {shown}: {e}"),
+        }
+    };
     let deadline = Instant::now() + timeout();
     let stdout = drain(child.stdout.take().expect("stdout is piped"));
     let stderr = drain(child.stderr.take().expect("stderr is piped"));
