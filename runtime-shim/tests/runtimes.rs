@@ -207,3 +207,26 @@ fn python_threading_http_server() {
     };
     serve_hibernate_wake("python", &[python.into(), "-c".into(), PY_SERVER.into()]);
 }
+
+/// `/proc/self/exe` names the file with every symlink resolved, as on
+/// Linux (`java` finds `libjli.so` through `$ORIGIN`, which the dynamic
+/// loader takes from there): run through a symlinked directory, then
+/// through a symlink to the file.
+#[test]
+fn proc_self_exe_resolves_symlinks() {
+    if !common::require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("exe-link");
+    std::os::unix::fs::symlink("/usr/bin", dir.join("bin")).expect("symlink");
+    std::os::unix::fs::symlink("bin/readlink", dir.join("rl")).expect("symlink");
+    for prog in [dir.join("bin/readlink"), dir.join("rl")] {
+        let native = common::run_native(&prog, &["/proc/self/exe"], &[]);
+        assert!(
+            !common::stdout(&native).contains(dir.str()),
+            "native: {native:?}"
+        );
+        let sandboxed = common::run_sandboxed(&prog, &["/proc/self/exe"], &[]);
+        common::assert_same(&format!("{prog:?}"), &native, &sandboxed);
+    }
+}
