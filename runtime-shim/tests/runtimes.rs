@@ -96,10 +96,10 @@ fn serve_hibernate_wake(name: &str, argv: &[OsString]) {
     );
 }
 
-/// Builds `functionbench/hello_go` once (kept in the test target dir).
-fn build_go(go: &Path) -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hello_go");
-    let src = functionbench().join("hello_go");
+/// Builds the Go program in `src` once (kept in the test target dir as
+/// `name`, rebuilt when its main.go changes).
+fn build_go(go: &Path, src: &Path, name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let newer = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if newer(&out).is_some() && newer(&out) >= newer(&src.join("main.go")) {
         return out;
@@ -108,7 +108,7 @@ fn build_go(go: &Path) -> PathBuf {
         .args(["build", "-trimpath", "-o"])
         .arg(&out)
         .arg(".")
-        .current_dir(&src)
+        .current_dir(src)
         .env("CGO_ENABLED", "0")
         .env("GOFLAGS", "-buildvcs=false")
         .status()
@@ -123,8 +123,48 @@ fn go_http_server() {
         return;
     }
     let Some(go) = have("go") else { return };
-    let bin = build_go(&go);
+    let bin = build_go(&go, &functionbench().join("hello_go"), "hello_go");
     serve_hibernate_wake("go", &[bin.into()]);
+}
+
+/// Two goroutines spin without a syscall while the server answers: time
+/// slices give the network poller and the handler their turn (without
+/// them `GET /` never answers). Not hibernated: a sandbox hibernated while
+/// it computes wakes on the control socket or SIGCONT only, not on a
+/// connection to a socket another task is parked on (docs/threads.md).
+#[test]
+fn go_http_server_with_spinning_goroutines() {
+    if !common::require_kvm() {
+        return;
+    }
+    let Some(go) = have("go") else { return };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-apps/go/busy_http");
+    let bin = build_go(&go, &src, "busy_http");
+    let port = free_port();
+    let mut cmd = Command::new(common::qrun());
+    cmd.args(["do", "--"]).arg(bin).arg(port.to_string());
+    let mut server = Server::spawn(cmd);
+    server.wait_line("listening on", START);
+    // Answers come while the spinners spin: both must have started (they
+    // may not have had a turn yet at the first request).
+    let mut both = 0;
+    for _ in 0..50 {
+        let t = Instant::now();
+        let (code, body) = get(port, "/");
+        assert_eq!(code, 200, "{body}");
+        eprintln!("{body:?} in {:?}", t.elapsed());
+        if body == "hello, spinners running: true\n" {
+            both += 1;
+            if both == 3 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(both, 3, "the spinners never both ran");
+    assert_eq!(get(port, "/quit"), (200, "bye\n".to_owned()));
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20));
+    assert_eq!(status, 0, "exit status after /quit; stderr: {stderr}");
 }
 
 #[test]
