@@ -121,6 +121,14 @@ fn serve(interrupted: bool) {
     if bits & control::PREEMPT != 0 {
         crate::task::slice::request();
     }
+    if bits & control::EXEC != 0 {
+        if crate::task::spawn::ready() {
+            crate::task::spawn::serve_orders();
+        } else {
+            // Still booting: served at the program's first syscall.
+            word.fetch_or(control::EXEC, Ordering::AcqRel);
+        }
+    }
     SERVING.store(false, Ordering::Release);
     // After a park (hibernated from the interrupt), serve what woke us
     // before the program runs again; nothing else waits for it.

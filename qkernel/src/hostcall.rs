@@ -1,17 +1,9 @@
 //! Host calls (`qlib::abi`): a record in kernel memory and a doorbell.
 //! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
 
-use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
-use spin::Mutex;
-
 use crate::arch;
 use crate::mm::kva_to_gpa;
-
-static RECORD: Mutex<HostCall> = Mutex::new(HostCall {
-    call: 0,
-    args: [0; 6],
-    ret: 0,
-});
+use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
 
 /// Makes a host call; returns the VMM's result (>= 0 or `-errno`). A
 /// blocking call the VMM cuts short for a control request is retried once
@@ -29,7 +21,10 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         crate::mm::swap::set_in_flight(restart.then_some((c, issue)));
         crate::control::serve_pending();
         crate::mm::swap::set_in_flight(None);
-        if !restart || crate::signal::interrupts() {
+        // A task started from outside (or a fatal signal for this one)
+        // ends the call: the syscall reruns after the task ran, and parks
+        // (`task::spawn`).
+        if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             return ret;
         }
         // Hibernated from this wait: timers do not wake the sandbox, so
@@ -67,7 +62,9 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     if blocking && crate::mm::frames::return_due() {
         crate::control::return_freed();
     }
-    let mut rec = RECORD.lock();
+    // This vCPU's record: the lock is only ever taken by this vCPU (it
+    // guards against a nested call), never waited for by another.
+    let mut rec = arch::percpu::this().record.lock();
     rec.call = c as u64;
     rec.args = args;
     rec.ret = 0;

@@ -94,6 +94,8 @@ mod kernel {
     /// result.
     #[unsafe(no_mangle)]
     pub extern "C" fn kmain(native: u64) -> ! {
+        // GS base = this vCPU's PerCpu before anything uses it (host calls).
+        arch::percpu::install(0);
         let platform = match platform::detect(native) {
             Ok(p) => p,
             Err(msg) => hostcall::boot_error(msg),
@@ -136,6 +138,7 @@ mod kernel {
         }
         crate::seccomp::init(boot_slice(info.seccomp));
         mm::pagetable::init_entry_map();
+        start_secondaries(info.cpus);
         log::debug!(
             "qkernel up: {} MiB RAM, kernel image {:#x}..{:#x}",
             info.mem_size >> 20,
@@ -203,6 +206,40 @@ mod kernel {
         // SAFETY: the frame is a fresh user context prepared for `sysretq`
         // and its address space is the active one.
         unsafe { arch::entry::enter_user(&frame) }
+    }
+
+    /// Lets the VMM start the other vCPUs (`smp_main`): every TSS,
+    /// descriptor, the IDT and the heap are ready now.
+    fn start_secondaries(cpus: u64) {
+        if !(1..=arch::percpu::MAX_CPUS as u64).contains(&cpus) {
+            hostcall::boot_error("BootInfo: vCPU count out of range");
+        }
+        if cpus > 1 {
+            let n = hostcall::call_once(qlib::abi::Call::StartVcpus, [0; 6]);
+            if n < 0 {
+                hostcall::boot_error("a secondary vCPU did not come online");
+            }
+            log::debug!("{cpus} vCPUs, {n} secondaries online");
+        }
+    }
+
+    /// A secondary vCPU after its opt-in (`arch::boot`): RDI = its id. It
+    /// waits in the host until woken; there is nothing for it to run yet
+    /// (tasks run on vCPU 0 only: docs/smp.md), so a wake only loops.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn smp_main(k: u64) -> ! {
+        let k = k as usize;
+        if k == 0 || k >= arch::percpu::MAX_CPUS {
+            hostcall::boot_error("secondary vCPU started with a bad id");
+        }
+        arch::percpu::install(k);
+        let cpu = arch::percpu::this();
+        cpu.online
+            .store(true, core::sync::atomic::Ordering::Release);
+        log::info!("vCPU {k} online (native mode)");
+        loop {
+            hostcall::call_once(qlib::abi::Call::VcpuIdle, [0; 6]);
+        }
     }
 
     #[panic_handler]

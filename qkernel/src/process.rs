@@ -8,8 +8,6 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use spin::Mutex;
-
 use crate::fs::FdTable;
 
 use crate::mm::addr_space::AddrSpace;
@@ -94,8 +92,25 @@ impl ThreadFields {
     }
 }
 
-/// The running process (`task::sched` swaps it on a context switch).
-pub static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
+/// The running process (`task::sched` swaps it on a context switch): the
+/// slot of the vCPU the caller runs on (`arch::percpu::PerCpu::process`).
+pub static PROCESS: ProcessSlot = ProcessSlot;
+
+/// [`PROCESS`]: names this vCPU's process slot.
+pub struct ProcessSlot;
+
+impl ProcessSlot {
+    /// Locks this vCPU's slot.
+    pub fn lock(&self) -> spin::MutexGuard<'static, Option<Process>> {
+        crate::arch::percpu::this().process.lock()
+    }
+
+    /// This vCPU's slot, if not locked.
+    #[allow(dead_code)]
+    pub fn try_lock(&self) -> Option<spin::MutexGuard<'static, Option<Process>>> {
+        crate::arch::percpu::this().process.try_lock()
+    }
+}
 
 /// Runs `f` on the current process.
 pub fn with<R>(f: impl FnOnce(&mut Process) -> R) -> R {

@@ -61,6 +61,7 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
             frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
         ];
         frame.rax = syscalls::dispatch(nr, &args);
+        crate::task::spawn::yield_if_requested();
         // Only an exec can have replaced the program (no lock taken on
         // other syscalls' way out).
         let fresh = if nr == SYS_EXECVE || nr == SYS_EXECVEAT {
@@ -175,6 +176,7 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
         // The VMM kicked us out of the program to serve a control request.
         user_return::finish_stub(frame);
         crate::control::serve_from_interrupt();
+        crate::task::spawn::yield_if_requested();
     } else if frame.vector == 14 {
         let addr = platform.fault_address();
         let r = process::with(|p| {

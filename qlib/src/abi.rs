@@ -11,7 +11,10 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 7;
+pub const ABI_VERSION: u64 = 10;
+
+/// Most vCPUs a sandbox has (docs/smp.md).
+pub const MAX_VCPUS: usize = 8;
 
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
@@ -35,6 +38,9 @@ pub mod control {
     pub const HIBERNATE: u64 = 1 << 2;
     /// The alarm set with [`super::Call::SetAlarm`] went off.
     pub const ALARM: u64 = 1 << 3;
+    /// Orders for processes started from outside (`qrun exec`) are
+    /// waiting: take them with [`super::Call::Exec`]'s `TAKE` op.
+    pub const EXEC: u64 = 1 << 4;
     /// The running task's time slice is over while other tasks want the
     /// vCPU ([`super::ControlPage::slice`]): the guest switches at its next
     /// return to user mode (posted with a kick, never cutting a blocking
@@ -119,6 +125,16 @@ pub enum Call {
     /// off the VMM posts [`control::ALARM`], waking a blocked host call or
     /// kicking the running vCPU (the guest's `setitimer`/`alarm`).
     SetAlarm = 11,
+    /// The boot vCPU is ready for the others: the VMM lets the secondary
+    /// vCPUs (`BootInfo::cpus` - 1) enter the guest. Returns how many.
+    StartVcpus = 12,
+    /// A secondary vCPU with nothing to do waits in the host, at no CPU
+    /// cost, until [`Call::WakeVcpu`] names it (or the sandbox ends).
+    /// Returns 0.
+    VcpuIdle = 13,
+    /// Wakes the idle vCPUs in the mask `args[0]` (bit k = vCPU k).
+    /// Returns 0.
+    WakeVcpu = 14,
     /// Wake the VMM's slice watcher: the guest has tasks competing for the
     /// vCPU and read [`ControlPage::slice_watch`] = 0. No arguments.
     SliceWatch = 15,
@@ -158,6 +174,9 @@ pub enum Call {
     /// a page. `-ENOMEM` when the window is full, `-ENODEV` for anything
     /// but a regular file.
     MapFile = 24,
+    /// Processes started from outside the guest (`qrun exec`):
+    /// `args[0]` = a [`crate::exec_order::op`], rest per op.
+    Exec = 25,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -202,6 +221,9 @@ impl Call {
             9 => Self::Poll,
             10 => Self::BootError,
             11 => Self::SetAlarm,
+            12 => Self::StartVcpus,
+            13 => Self::VcpuIdle,
+            14 => Self::WakeVcpu,
             15 => Self::SliceWatch,
             16 => Self::Open,
             17 => Self::Close,
@@ -212,6 +234,7 @@ impl Call {
             22 => Self::NewFd,
             23 => Self::EpollWait,
             24 => Self::MapFile,
+            25 => Self::Exec,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,
@@ -350,9 +373,12 @@ pub struct BootInfo {
     /// The container's seccomp filter (`crate::seccomp` format), `len` 0
     /// for none. Added in ABI version 6.
     pub seccomp: IoVec,
+    /// vCPUs the VMM created (1..=[`MAX_VCPUS`]); vCPU k > 0 boots with
+    /// RDI = k.
+    pub cpus: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 320);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 328);
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -29,6 +29,17 @@
 pub const BOOT_INFO_GPA: u64 = 0x1000;
 /// GPA of the 4 KiB PV page handed to the hypervisor.
 pub const PV_PAGE_GPA: u64 = 0x2000;
+/// GPA of vCPU `k`'s PV page: [`PV_PAGE_GPA`] for the boot vCPU, then
+/// 0x9000.. 0xf000 for vCPUs 1..7 (below the boot page tables).
+pub const fn pv_page_gpa(k: usize) -> u64 {
+    if k == 0 {
+        PV_PAGE_GPA
+    } else {
+        0x8000 + 0x1000 * k as u64
+    }
+}
+const _: () = assert!(pv_page_gpa(crate::abi::MAX_VCPUS - 1) < BOOT_PGD_GPA);
+
 /// GPA of [`crate::abi::ControlPage`].
 pub const CONTROL_GPA: u64 = 0x3000;
 /// GPA of the boot kernel PGD (8 KiB aligned, CR3 bit 12 clear).

@@ -9,6 +9,7 @@
 pub mod abi;
 pub mod bitmap_alloc;
 pub mod elf;
+pub mod exec_order;
 pub mod exec_perm;
 pub mod io_abi;
 pub mod layout;

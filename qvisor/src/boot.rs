@@ -33,6 +33,8 @@ pub struct Program<'a> {
     pub hostname: &'a str,
     /// The seccomp filter (`qlib::seccomp` format), empty for none.
     pub seccomp: &'a [u8],
+    /// vCPUs (1..=`qlib::abi::MAX_VCPUS`).
+    pub cpus: u64,
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -288,6 +290,7 @@ pub fn write_boot_info(
         interp,
         exe: exe_v,
         seccomp: seccomp_v,
+        cpus: program.cpus,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

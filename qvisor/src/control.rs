@@ -154,24 +154,28 @@ impl ControlChannel {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Waits until `fd` is readable or the channel shuts down; returns
-    /// whether `fd` is readable.
-    pub fn wait_readable(&self, fd: i32) -> bool {
-        let mut fds = [
-            libc::pollfd {
+    /// Waits until one of `fds` is readable (or hung up) or the channel
+    /// shuts down (`None`); returns which are.
+    pub fn wait_any(&self, fds: &[i32]) -> Option<Vec<bool>> {
+        let mut all: Vec<libc::pollfd> = fds
+            .iter()
+            .chain(std::iter::once(&self.stop_fd.as_raw_fd()))
+            .map(|&fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
-            },
-            libc::pollfd {
-                fd: self.stop_fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: fds is a valid array of two pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        n > 0 && fds[0].revents != 0 && !self.stopping()
+            })
+            .collect();
+        loop {
+            // SAFETY: `all` is a valid array of pollfds.
+            let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, -1) };
+            if self.stopping() {
+                return None;
+            }
+            if n > 0 {
+                return Some(all[..fds.len()].iter().map(|p| p.revents != 0).collect());
+            }
+        }
     }
 
     /// Ends the signal thread.

@@ -10,7 +10,8 @@
 //! response = JSON object: {"ok": true, "status": Status}
 //!                       | {"ok": false, "error": "<message>"}
 //! ```
-//! A request line is at most [`MAX_REQUEST`] bytes.
+//! A request line is at most [`MAX_REQUEST`] bytes, but for `exec`
+//! ([`crate::exec`]), whose connection stays open until its process ends.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::control::ControlChannel;
+use crate::exec::{ExecSpec, Execs};
 
 /// Longest request line a server reads.
 pub const MAX_REQUEST: u64 = 256;
@@ -166,16 +168,45 @@ pub fn request(path: &Path, request: Request, timeout: Duration) -> Result<Statu
     }
 }
 
-/// Reads one request from `stream`, answers it with `handle` and closes.
-/// Needs no fd but the connection's.
-fn serve_one(stream: UnixStream, handle: &mut dyn FnMut(Request) -> Result<Status, String>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut line = String::new();
-    let result = match BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line) {
-        Ok(_) => Request::parse(&line).and_then(|r| {
-            log::info!("control request: {}", r.encode());
-            handle(r)
-        }),
+/// What the control thread does with an `exec` request.
+pub(crate) struct ExecHandler<'a> {
+    pub execs: &'a Execs,
+    /// Tells the guest orders wait (waking it if it is hibernated).
+    pub post: &'a dyn Fn(),
+}
+
+/// Reads one request from `stream` and answers it with `handle` (and
+/// closes), or hands an `exec` over to `exec`. Needs no fd but the
+/// connection's (and an exec's three).
+fn serve_one(
+    stream: UnixStream,
+    handle: &mut dyn FnMut(Request) -> Result<Status, String>,
+    exec: &ExecHandler<'_>,
+) {
+    let _ = stream.set_read_timeout(Some(crate::exec::READ_TIMEOUT));
+    let result = match crate::exec::read_request(&stream) {
+        Ok((line, fds)) => {
+            let line = String::from_utf8_lossy(&line).into_owned();
+            if let Some(json) = line.strip_prefix("exec ") {
+                match serde_json::from_str::<ExecSpec>(json) {
+                    Ok(spec) if !spec.args.is_empty() => {
+                        log::info!("control request: exec {:?}", spec.args);
+                        exec.execs.submit(stream, spec, fds);
+                        (exec.post)();
+                        return;
+                    }
+                    Ok(_) => Err("exec: args must not be empty".into()),
+                    Err(e) => Err(format!("exec: bad process: {e}")),
+                }
+            } else if line.len() as u64 > MAX_REQUEST {
+                Err("request too long".into())
+            } else {
+                Request::parse(&line).and_then(|r| {
+                    log::info!("control request: {}", r.encode());
+                    handle(r)
+                })
+            }
+        }
         Err(e) => Err(format!("reading request: {e}")),
     };
     let response = match result {
@@ -197,21 +228,44 @@ fn serve_one(stream: UnixStream, handle: &mut dyn FnMut(Request) -> Result<Statu
 }
 
 /// Serves control requests on `listener` with `handle` until `channel`
-/// shuts down; the socket file is removed at the end.
+/// shuts down, and watches the connections of running execs; the socket
+/// file is removed at the end.
 pub(crate) fn serve(
     listener: &UnixListener,
     path: &Path,
     channel: &ControlChannel,
     handle: &mut dyn FnMut(Request) -> Result<Status, String>,
+    exec: &ExecHandler<'_>,
 ) {
     if let Err(e) = listener.set_nonblocking(true) {
         log::warn!("control socket: {e}");
     }
-    while channel.wait_readable(listener.as_raw_fd()) {
+    loop {
+        let watched = exec.execs.watched();
+        let mut fds: Vec<i32> = vec![listener.as_raw_fd(), exec.execs.changed_fd()];
+        fds.extend(watched.iter().map(|w| w.1));
+        let Some(ready) = channel.wait_any(&fds) else {
+            break;
+        };
+        if ready[1] {
+            exec.execs.drain_changed();
+        }
+        let mut post = false;
+        for (w, r) in watched.iter().zip(&ready[2..]) {
+            if *r {
+                post |= exec.execs.readable(w.0);
+            }
+        }
+        if post {
+            (exec.post)();
+        }
+        if !ready[0] {
+            continue;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
-                serve_one(stream, handle);
+                serve_one(stream, handle, exec);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => {

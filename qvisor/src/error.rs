@@ -95,6 +95,9 @@ pub enum VmmError {
     #[error("cannot start the VMM's {0} thread: {1}")]
     Thread(&'static str, #[source] std::io::Error),
     /// The vCPU stopped in a way the VMM cannot continue from.
+    #[error("--cpus {0} is out of range (1..={1})")]
+    Cpus(usize, usize),
+
     #[error("vCPU failed: {0}")]
     Vcpu(String),
 }

@@ -7,6 +7,7 @@ mod boot;
 mod control;
 pub mod ctl;
 mod error;
+pub mod exec;
 mod file_window;
 mod guest_mem;
 mod hibernate;
@@ -16,6 +17,7 @@ mod kick_inject;
 mod program;
 mod rootfs;
 mod slice;
+mod smp;
 mod stdio;
 mod vcpu;
 
@@ -91,7 +93,13 @@ pub struct SandboxConfig {
     /// that gives up its privileges (a non-root `process.user`) opens it
     /// before.
     pub kvm: Option<std::sync::Arc<std::fs::File>>,
+    /// vCPUs (1..=[`MAX_CPUS`]). Tasks run on vCPU 0 only for now; the
+    /// others boot and wait in the host (docs/smp.md).
+    pub cpus: usize,
 }
+
+/// Most vCPUs a sandbox has.
+pub const MAX_CPUS: usize = qlib::abi::MAX_VCPUS;
 
 impl SandboxConfig {
     /// A config running `argv` (`argv[0]` is the program) with defaults:
@@ -112,6 +120,7 @@ impl SandboxConfig {
             seccomp: Vec::new(),
             private_abstract: true,
             kvm: None,
+            cpus: 1,
         }
     }
 }
@@ -141,6 +150,9 @@ impl Sandbox {
         if !(MIN_MEM..=MAX_MEM).contains(&config.memory) {
             return Err(VmmError::MemorySize(config.memory, MIN_MEM, MAX_MEM));
         }
+        if !(1..=MAX_CPUS).contains(&config.cpus) {
+            return Err(VmmError::Cpus(config.cpus, MAX_CPUS));
+        }
         if !config.seccomp.is_empty() {
             qlib::seccomp::Filter::parse(&config.seccomp).map_err(VmmError::Seccomp)?;
         }
@@ -158,6 +170,7 @@ impl Sandbox {
             cwd: &config.cwd,
             hostname: &config.hostname,
             seccomp: &config.seccomp,
+            cpus: config.cpus as u64,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {
@@ -230,12 +243,26 @@ impl Sandbox {
         // The images are mapped now: the files can close.
         drop(launch);
 
-        let mut vcpu = vm.create_vcpu(0).map_err(VmmError::Kvm)?;
-        if let Ok(cpuid) = kvm.get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES) {
-            // Optional on this hypervisor (PLATFORM.md); ignore a refusal.
-            let _ = vcpu.set_cpuid2(&cpuid);
-        }
-        vcpu::set_boot_state(&vcpu, entry, cr3)?;
+        let cpuid = kvm
+            .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+            .ok();
+        let new_vcpu = |id: usize| -> Result<kvm_ioctls::VcpuFd, VmmError> {
+            let vcpu = vm.create_vcpu(id as u64).map_err(|e| {
+                VmmError::Vcpu(format!("cannot create vCPU {id} of {}: {e}", config.cpus))
+            })?;
+            if let Some(cpuid) = &cpuid {
+                // Optional on this hypervisor (PLATFORM.md); ignore a refusal.
+                let _ = vcpu.set_cpuid2(cpuid);
+            }
+            vcpu::set_boot_state(&vcpu, entry, cr3, id as u64)?;
+            Ok(vcpu)
+        };
+        let mut vcpu = new_vcpu(0)?;
+        let secondaries = (1..config.cpus)
+            .map(new_vcpu)
+            .collect::<Result<Vec<_>, _>>()?;
+        let smp = smp::Smp::new(config.cpus)
+            .map_err(|e| VmmError::Vcpu(format!("vCPU wake eventfd: {e}")))?;
         let channel = ControlChannel::new().map_err(|e| VmmError::Vcpu(format!("eventfd: {e}")))?;
         let state_dir = StateDir::new(config.state_dir.as_deref()).map_err(|e| {
             let dir = config
@@ -257,9 +284,14 @@ impl Sandbox {
             config.stats,
         );
         calls.set_file_window(window);
+        calls.set_smp(&smp);
         if !config.private_abstract {
             calls.set_abstract_names(hostcall::AbstractNames::Shared);
         }
+        let execs = std::sync::Arc::new(
+            exec::Execs::new().map_err(|e| VmmError::Vcpu(format!("socketpair: {e}")))?,
+        );
+        calls.set_execs(execs.clone());
         // Control signals go to the signal thread only; the vCPU runs on a
         // thread of its own.
         let sigset = control::block_signals();
@@ -272,12 +304,24 @@ impl Sandbox {
             None => None,
         };
         let status = std::thread::scope(|s| {
-            let started = start_threads(s, &channel, &ram, &hib, sigset, &listener, config);
+            let started = start_threads(
+                s,
+                Shared {
+                    channel: &channel,
+                    ram: &ram,
+                    hib: &hib,
+                    execs: &execs,
+                },
+                sigset,
+                &listener,
+                config,
+            )
+            .and_then(|()| start_vcpus(s, secondaries, &smp, &ram, &channel, config));
             // The vCPU runs on this thread: one host task fewer under the
             // container's pids limit (`HOST_THREADS`).
             let result = started.and_then(|()| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    vcpu::run(&mut vcpu, &mut calls, &channel.kick)
+                    vcpu::run(&mut vcpu, &mut calls, &channel.kick, &smp)
                 }))
                 .map_err(|_| VmmError::Vcpu("vCPU thread panicked".into()))?
             });
@@ -285,6 +329,8 @@ impl Sandbox {
             // get an answer, and every thread ends.
             hib.close();
             channel.shutdown();
+            smp.stop();
+            execs.close_all();
             result
         })?;
         Ok(RunReport {
@@ -300,25 +346,65 @@ impl Sandbox {
     }
 }
 
-/// Host threads (tasks) of one sandbox process at most: this one (the
-/// vCPU), the signal, kick-retry, slice and control-socket threads, and the REAP
+/// Host threads (tasks) of one sandbox process at most: this one (vCPU
+/// 0), the signal, kick-retry, slice and control-socket threads, the REAP
 /// read-back helper while a wake runs (`hibernate::reap`; a wake goes on
-/// without it if it cannot start). The OCI runtime adds them to the
-/// container's pids limit.
-pub const HOST_THREADS: u32 = 6;
+/// without it if it cannot start), and one thread per secondary vCPU (at
+/// most [`MAX_CPUS`] - 1). The OCI runtime adds them to the container's
+/// pids limit.
+pub const HOST_THREADS: u32 = 6 + MAX_CPUS as u32 - 1;
+
+/// Starts one host thread per secondary vCPU (`smp`); they wait until the
+/// guest asks for them. An error (a thread cannot start) fails the start.
+fn start_vcpus<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    vcpus: Vec<kvm_ioctls::VcpuFd>,
+    smp: &'env smp::Smp,
+    ram: &'env GuestRam,
+    channel: &'env ControlChannel,
+    config: &'env SandboxConfig,
+) -> Result<(), VmmError> {
+    const NAMES: [&str; MAX_CPUS] = [
+        "vcpu0", "vcpu1", "vcpu2", "vcpu3", "vcpu4", "vcpu5", "vcpu6", "vcpu7",
+    ];
+    let log_level = config.log_level;
+    for (i, vcpu) in vcpus.into_iter().enumerate() {
+        let k = i + 1;
+        std::thread::Builder::new()
+            .name(NAMES[k].into())
+            .spawn_scoped(s, move || {
+                smp::run_secondary(vcpu, k, smp, ram, channel, log_level)
+            })
+            .map_err(|e| VmmError::Thread(NAMES[k], e))?;
+    }
+    Ok(())
+}
+
+/// What the service threads share with the vCPU.
+#[derive(Clone, Copy)]
+struct Shared<'env> {
+    channel: &'env ControlChannel,
+    ram: &'env GuestRam,
+    hib: &'env Hibernation,
+    execs: &'env exec::Execs,
+}
 
 /// Starts the sandbox's service threads in `s`. An error (no thread can be
 /// started: a pids limit) leaves the started ones to end when the channel
 /// shuts down.
 fn start_threads<'scope, 'env>(
     s: &'scope std::thread::Scope<'scope, 'env>,
-    channel: &'env ControlChannel,
-    ram: &'env GuestRam,
-    hib: &'env Hibernation,
+    shared: Shared<'env>,
     sigset: libc::sigset_t,
     listener: &'env Option<std::os::unix::net::UnixListener>,
     config: &'env SandboxConfig,
 ) -> Result<(), VmmError> {
+    let Shared {
+        channel,
+        ram,
+        hib,
+        execs,
+    } = shared;
     let spawn = |name: &'static str, f: Box<dyn FnOnce() + Send + 'env>| {
         std::thread::Builder::new()
             .name(name.into())
@@ -345,9 +431,23 @@ fn start_threads<'scope, 'env>(
         spawn(
             "control",
             Box::new(move || {
-                ctl::serve(listener, path, channel, &mut |req| {
-                    control_request(channel, ram, hib, req)
-                })
+                let post = || {
+                    // Exec into a hibernated sandbox wakes it first.
+                    if hib.status().state == "hibernated"
+                        && let Err(e) = hib.wake(ram, "exec")
+                    {
+                        log::warn!("exec: wake: {}", hibernate::report(&e));
+                    }
+                    channel.post(ram, qlib::abi::control::EXEC);
+                };
+                let exec = ctl::ExecHandler { execs, post: &post };
+                ctl::serve(
+                    listener,
+                    path,
+                    channel,
+                    &mut |req| control_request(channel, ram, hib, req),
+                    &exec,
+                )
             }),
         )?;
     }

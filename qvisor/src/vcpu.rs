@@ -15,6 +15,7 @@ use crate::error::VmmError;
 use crate::hostcall::{HostCalls, Outcome};
 use crate::kick::Kick;
 use crate::kick_inject::{Injected, try_inject};
+use crate::smp::Smp;
 
 /// Boot control registers (PLATFORM.md, "How to get into native mode").
 const EFER: u64 = 0xD01;
@@ -39,8 +40,9 @@ fn segment(selector: u16, code: bool) -> kvm_segment {
     }
 }
 
-/// Puts the vCPU in 64-bit mode at `entry` with `cr3` as page tables.
-pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmError> {
+/// Puts the vCPU in 64-bit mode at `entry` with `cr3` as page tables and
+/// RDI = `id` (the guest's boot code tells vCPU 0 from the others by it).
+pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64, id: u64) -> Result<(), VmmError> {
     let mut sregs: kvm_sregs = vcpu.get_sregs().map_err(VmmError::Kvm)?;
     sregs.cs = segment(0x10, true);
     let data = segment(0x18, false);
@@ -56,6 +58,7 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmErro
     vcpu.set_sregs(&sregs).map_err(VmmError::Kvm)?;
     let regs = kvm_bindings::kvm_regs {
         rip: entry,
+        rdi: id,
         rflags: 2,
         ..Default::default()
     };
@@ -63,10 +66,16 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64) -> Result<(), VmmErro
 }
 
 /// Runs the vCPU until the program exits; returns its status.
-pub fn run(vcpu: &mut VcpuFd, calls: &mut HostCalls<'_>, kick: &Kick) -> Result<i32, VmmError> {
+/// A secondary vCPU's failure (`smp`) ends it too.
+pub fn run(
+    vcpu: &mut VcpuFd,
+    calls: &mut HostCalls<'_>,
+    kick: &Kick,
+    smp: &Smp,
+) -> Result<i32, VmmError> {
     let exit_flag: *mut u8 = &raw mut vcpu.get_kvm_run().immediate_exit;
     kick.attach(exit_flag);
-    let result = run_loop(vcpu, calls, kick, exit_flag);
+    let result = run_loop(vcpu, calls, kick, exit_flag, smp);
     kick.detach();
     result
 }
@@ -76,10 +85,14 @@ fn run_loop(
     calls: &mut HostCalls<'_>,
     kick: &Kick,
     exit_flag: *mut u8,
+    smp: &Smp,
 ) -> Result<i32, VmmError> {
     // A kick found the guest kernel running: retried when the timer fires.
     let mut retry = false;
     loop {
+        if let Some(e) = smp.take_failure() {
+            return Err(e);
+        }
         if kick.entering() {
             // SAFETY: exit_flag points into this vCPU's kvm_run mapping.
             unsafe { exit_flag.write_volatile(1) };
@@ -142,7 +155,7 @@ fn run_loop(
 }
 
 /// The vCPU state worth printing when the guest dies.
-fn describe(vcpu: &VcpuFd) -> String {
+pub fn describe(vcpu: &VcpuFd) -> String {
     let regs = vcpu.get_regs().unwrap_or_default();
     let sregs = vcpu.get_sregs().unwrap_or_default();
     format!(

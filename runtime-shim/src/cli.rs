@@ -36,6 +36,8 @@ impl Flag {
 #[derive(Debug, Default)]
 pub struct Parsed {
     values: HashMap<&'static str, String>,
+    /// Every value of each flag, in order (a flag given several times).
+    all: HashMap<&'static str, Vec<String>>,
     switches: HashSet<&'static str>,
     pub positionals: Vec<String>,
 }
@@ -46,6 +48,11 @@ impl Parsed {
         self.values.get(name).map(String::as_str)
     }
 
+    /// Every value given for flag `name`, in order.
+    pub fn values(&self, name: &str) -> &[String] {
+        self.all.get(name).map_or(&[], Vec::as_slice)
+    }
+
     /// Whether switch `name` was given.
     pub fn has(&self, name: &str) -> bool {
         self.switches.contains(name)
@@ -54,6 +61,16 @@ impl Parsed {
 
 /// Parses `args` against `flags`; an unknown flag is an error.
 pub fn parse(args: &[String], flags: &[Flag]) -> Result<Parsed, String> {
+    parse_with(args, flags, false)
+}
+
+/// As [`parse`], but flags end at the first positional: it and everything
+/// after it are positionals (`exec <id> <cmd> -c ...`, as runc's CLI).
+pub fn parse_head(args: &[String], flags: &[Flag]) -> Result<Parsed, String> {
+    parse_with(args, flags, true)
+}
+
+fn parse_with(args: &[String], flags: &[Flag], stop_at_positional: bool) -> Result<Parsed, String> {
     let mut out = Parsed::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -63,6 +80,10 @@ pub fn parse(args: &[String], flags: &[Flag]) -> Result<Parsed, String> {
         }
         let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
             out.positionals.push(arg.clone());
+            if stop_at_positional {
+                out.positionals.extend(it.by_ref().cloned());
+                break;
+            }
             continue;
         };
         if body.is_empty() {
@@ -85,6 +106,7 @@ pub fn parse(args: &[String], flags: &[Flag]) -> Result<Parsed, String> {
                     .cloned()
                     .ok_or_else(|| format!("flag '{arg}' needs a value"))?,
             };
+            out.all.entry(flag.name).or_default().push(v.clone());
             out.values.insert(flag.name, v);
         } else {
             match inline.as_deref() {
@@ -137,5 +159,17 @@ mod tests {
         assert!(parse(&s(&["--nope"]), FLAGS).is_err());
         assert!(parse(&s(&["--bundle"]), FLAGS).is_err());
         assert!(parse(&s(&["--force=maybe"]), FLAGS).is_err());
+    }
+
+    #[test]
+    fn head_parsing_stops_at_the_first_positional() {
+        let p = parse_head(
+            &s(&["-b", "x", "-b", "y", "id", "sh", "-c", "--force"]),
+            FLAGS,
+        )
+        .expect("valid");
+        assert_eq!(p.values("bundle"), ["x", "y"]);
+        assert!(!p.has("force"));
+        assert_eq!(p.positionals, ["id", "sh", "-c", "--force"]);
     }
 }

@@ -31,6 +31,8 @@ OCI commands (as runc):
   state <id>
   kill [--all] <id> [SIGNAL]      SIGSTOP hibernates, SIGCONT wakes
   delete [--force] <id>
+  exec [--process F] [--detach] [--pid-file F] [--env K=V]... [--cwd D]
+       [--user UID[:GID]] <id> [CMD ARGS...]
   run <id> [--bundle DIR] [--pid-file F] [--detach]
   list [--format table|json] [--quiet]
   ps [--format table|json] <id>
@@ -39,7 +41,7 @@ OCI commands (as runc):
   spec [--bundle DIR]
 
 other commands:
-  do [--memory SIZE] [--env K=V]... [--stats] [--rootfs DIR] [--cwd PATH]
+  do [--memory SIZE] [--cpus N] [--env K=V]... [--stats] [--rootfs DIR] [--cwd PATH]
      [--control-socket PATH] [--state-dir DIR] -- PROGRAM [ARGS...]
       run a program in a fresh sandbox; paths resolve inside DIR (default /)
   ctl SOCKET status|hibernate|wake|signal N
@@ -110,6 +112,8 @@ fn dispatch(g: &Globals, command: &str, args: &[String]) -> Result<i32, CliError
         "state" => state::run(g, args),
         "kill" => kill::run(g, args),
         "delete" => delete::run(g, args),
+        "exec" => exec::run(g, args),
+        "exec-wait" => Ok(exec::run_waiter()),
         "run" => run::run(g, args),
         "list" => list::run(g, args),
         "ps" => ps::run(g, args),

@@ -104,6 +104,45 @@ pub struct Resources {
     pub blkio_weight: Option<u16>,
 }
 
+impl Resources {
+    /// The sandbox's vCPUs from `linux.resources.cpu`: the quota
+    /// (`ceil(quota / period)`, period 100 ms if unset) and the cpuset's
+    /// CPU count, the smaller of the two; 1 without either; at most
+    /// `qvisor::MAX_CPUS` (docs/smp.md).
+    pub fn vcpus(&self) -> usize {
+        let quota = self.cpu_quota.filter(|q| *q > 0).map(|q| {
+            let period = self.cpu_period.filter(|p| *p > 0).unwrap_or(100_000);
+            (q as u64).div_ceil(period).max(1) as usize
+        });
+        let set = self.cpuset_cpus.as_deref().and_then(cpuset_count);
+        let n = match (quota, set) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => 1,
+        };
+        n.clamp(1, qvisor::MAX_CPUS)
+    }
+}
+
+/// CPUs in a cpuset list (`0-3,6`); None if it does not parse.
+fn cpuset_count(list: &str) -> Option<usize> {
+    let mut n = 0usize;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            ),
+            None => {
+                let a = part.trim().parse::<usize>().ok()?;
+                (a, a)
+            }
+        };
+        n = n.checked_add(b.checked_sub(a)? + 1)?;
+    }
+    (n > 0).then_some(n)
+}
+
 impl Plan {
     pub fn new_namespace(&self, kind: NsKind) -> bool {
         self.namespaces
@@ -113,5 +152,34 @@ impl Plan {
 
     pub fn has_namespace(&self, kind: NsKind) -> bool {
         self.namespaces.iter().any(|n| n.kind == kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(quota: Option<i64>, period: Option<u64>, cpus: Option<&str>) -> Resources {
+        Resources {
+            cpu_quota: quota,
+            cpu_period: period,
+            cpuset_cpus: cpus.map(String::from),
+            ..Resources::default()
+        }
+    }
+
+    #[test]
+    fn vcpus_from_quota_and_cpuset() {
+        assert_eq!(res(None, None, None).vcpus(), 1);
+        assert_eq!(res(Some(200_000), Some(100_000), None).vcpus(), 2);
+        assert_eq!(res(Some(150_000), Some(100_000), None).vcpus(), 2);
+        assert_eq!(res(Some(50_000), Some(100_000), None).vcpus(), 1);
+        assert_eq!(res(Some(300_000), None, None).vcpus(), 3);
+        assert_eq!(res(None, None, Some("0-3")).vcpus(), 4);
+        assert_eq!(res(None, None, Some("0,2,4-5")).vcpus(), 4);
+        assert_eq!(res(Some(400_000), Some(100_000), Some("1")).vcpus(), 1);
+        assert_eq!(res(Some(-1), None, Some("0-63")).vcpus(), qvisor::MAX_CPUS);
+        assert_eq!(res(None, None, Some("bad")).vcpus(), 1);
+        assert_eq!(res(None, None, Some("3-1")).vcpus(), 1);
     }
 }

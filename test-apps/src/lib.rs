@@ -57,6 +57,9 @@ pub const ALL: &[&str] = &[
     "forkhib",
     // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
     "forkwait",
+    // The program's GS base across syscalls, faults, signals, fork and
+    // thread switches (smp.rs: the kernel keeps its per-CPU base in GS).
+    "gsbase",
     "fileops",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",

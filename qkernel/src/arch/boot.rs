@@ -26,12 +26,27 @@ pub struct BootStack(pub [u8; BOOT_STACK_SIZE]);
 #[unsafe(no_mangle)]
 pub static mut BOOT_STACK: BootStack = BootStack([0; BOOT_STACK_SIZE]);
 
+/// log2 of a secondary vCPU's boot stack size (16 KiB).
+const AP_STACK_SHIFT: u32 = 14;
+const AP_STACK_SIZE: usize = 1 << AP_STACK_SHIFT;
+
+/// The secondary vCPUs' boot stacks: vCPU k's top is `AP_STACKS + k *
+/// AP_STACK_SIZE` (so slot k - 1; vCPU 0 uses `BOOT_STACK`).
+#[repr(C, align(16))]
+pub struct ApStacks(pub [[u8; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
+
+#[unsafe(no_mangle)]
+pub static mut AP_STACKS: ApStacks = ApStacks([[0; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
+
 global_asm!(
     r#"
 .section .text.boot, "ax"
 .global _start
 .code64
 _start:
+    /* The VMM starts vCPU k > 0 here with RDI = k (smp_start). */
+    test rdi, rdi
+    jnz smp_start
     lea rsp, [rip + BOOT_STACK + {stack_size}]
     lgdt [rip + GDT_PTR]
     push 0x10
@@ -85,7 +100,7 @@ _start:
     mov edx, 0x00230010
     wrmsr
     mov ecx, 0xC0000082
-    lea rax, [rip + syscall_entry]
+    lea rax, [rip + syscall_entry_0]
     mov rdx, rax
     shr rdx, 32
     wrmsr
@@ -112,6 +127,58 @@ _start:
     hlt
     jmp 4b
 
+/* A secondary vCPU (RDI = k, 1..MAX_CPUS-1), started once the boot vCPU
+   asked for it (Call::StartVcpus): the boot vCPU has filled every TSS and
+   descriptor, the IDT and the per-CPU syscall entries, and proved the
+   platform, so no probe here. Its own stack, TSS, LSTAR and PV page. */
+smp_start:
+    mov rbx, rdi
+    mov rax, rdi
+    shl rax, {ap_stack_shift}
+    lea rsp, [rip + AP_STACKS]
+    add rsp, rax
+    lgdt [rip + GDT_PTR]
+    push 0x10
+    lea rax, [rip + 5f]
+    push rax
+    retfq
+5:
+    mov ax, 0x18
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+    lidt [rip + IDT_PTR]
+    mov eax, ebx
+    shl eax, 4
+    add eax, 0x40
+    ltr ax
+    mov ecx, 0xC0000081
+    xor eax, eax
+    mov edx, 0x00230010
+    wrmsr
+    mov ecx, 0xC0000082
+    lea rax, [rip + SYSCALL_ENTRIES]
+    mov rax, [rax + rbx * 8]
+    mov rdx, rax
+    shr rdx, 32
+    wrmsr
+    /* PV page: qlib::layout::pv_page_gpa(k) = 0x8000 + k * 0x1000. */
+    mov rax, rbx
+    add rax, 8
+    shl rax, 12
+    or rax, {opt_in}
+    mov ecx, 0x4b564d10
+    xor edx, edx
+    wrmsr
+    mov rdi, rbx
+    call smp_main
+6:
+    hlt
+    jmp 6b
+
 /* #GP during the probe: note it and skip the 2-byte rdmsr. */
 boot_gp_handler:
     mov r15d, 1
@@ -122,7 +189,7 @@ boot_gp_handler:
 .section .rodata
 .align 16
 GDT_PTR:
-    .word 10 * 8 - 1  /* GDT (cpu.rs): 10 quadwords */
+    .word 24 * 8 - 1  /* GDT (cpu.rs): 24 quadwords */
     .quad GDT
 BOOT_IDT_PTR:
     .word 14 * 16 - 1
@@ -134,6 +201,7 @@ BOOT_IDT:
     .zero 14 * 16
 "#,
     stack_size = const BOOT_STACK_SIZE,
+    ap_stack_shift = const AP_STACK_SHIFT,
     pv_page = const PV_PAGE_GPA,
     opt_in = const OPT_IN_FLAGS,
 );

@@ -6,6 +6,7 @@ use core::arch::{asm, global_asm};
 use core::ptr::addr_of_mut;
 
 use super::entry::{EXCEPTION_STUBS, kick_stub};
+use super::percpu::MAX_CPUS;
 
 /// Selectors.
 pub const KERNEL_CS: u16 = 0x10;
@@ -29,7 +30,9 @@ GDT:
     .quad 0x00cff3000000ffff  /* 0x28 user DS (0x2b) */
     .quad 0x00affb000000ffff  /* 0x30 user CS64 (0x33) */
     .quad 0
-    .quad 0, 0                /* 0x40 TSS, filled by init() */
+    /* 0x40 + 16 * k: vCPU k's TSS (boot.rs fills vCPU 0's, init() all) */
+    .quad 0, 0, 0, 0, 0, 0, 0, 0
+    .quad 0, 0, 0, 0, 0, 0, 0, 0
 GDT_END:
 "#
 );
@@ -47,10 +50,7 @@ struct Tss {
 }
 const _: () = assert!(core::mem::size_of::<Tss>() == 104);
 
-/// Loaded by the boot code (`boot.rs`) before the opt-in.
-#[unsafe(no_mangle)]
-#[unsafe(link_section = ".cpu_entry.data")]
-static mut KERNEL_TSS: Tss = Tss {
+const TSS_INIT: Tss = Tss {
     _reserved0: 0,
     rsp: [0; 3],
     _reserved1: 0,
@@ -60,6 +60,12 @@ static mut KERNEL_TSS: Tss = Tss {
     // No I/O bitmap: user-mode port I/O faults.
     iomap_base: 104,
 };
+
+/// One TSS per vCPU; vCPU 0's is loaded by the boot code (`boot.rs`)
+/// before the opt-in, the others' by their own boot path.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".cpu_entry.data")]
+static mut KERNEL_TSS: [Tss; MAX_CPUS] = [TSS_INIT; MAX_CPUS];
 
 #[repr(C, align(4096))]
 struct Idt([u64; 512]);
@@ -80,13 +86,20 @@ pub struct EntryStacks {
     pub double_fault: [u8; 4096],
 }
 
-/// The entry stacks (one vCPU).
+/// Bytes of one vCPU's entry stacks.
+pub const ENTRY_STACKS_SIZE: usize = core::mem::size_of::<EntryStacks>();
+const _: () = assert!(ENTRY_STACKS_SIZE == 8192);
+
+/// The entry stacks, one pair per vCPU (`exception_common` finds the vCPU
+/// from them).
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".cpu_entry.stack")]
-pub static mut ENTRY_STACKS: EntryStacks = EntryStacks {
-    user: [0; 4096],
-    double_fault: [0; 4096],
-};
+pub static mut ENTRY_STACKS: [EntryStacks; MAX_CPUS] = [const {
+    EntryStacks {
+        user: [0; 4096],
+        double_fault: [0; 4096],
+    }
+}; MAX_CPUS];
 
 /// Writes interrupt gate `vector` of `idt`: `stub`, privilege `dpl`, stack
 /// `ist` (0: none).
@@ -113,15 +126,47 @@ struct DescriptorPtr {
     base: u64,
 }
 
-/// Completes the TSS (the boot code loaded it) and installs the full IDT.
-pub fn init() {
-    // SAFETY: runs once at boot on the only vCPU, before anything else
-    // reads these tables; the raw pointers come from statics.
+/// The IDT's descriptor, for the secondary vCPUs' `lidt` (`boot.rs`).
+#[unsafe(no_mangle)]
+static mut IDT_PTR: DescriptorPtr = DescriptorPtr { limit: 0, base: 0 };
+
+/// Writes vCPU `k`'s TSS descriptor (available 64-bit TSS) into the GDT.
+///
+/// # Safety
+/// Boot only: the descriptor must not be loaded (`ltr`) yet, or be the
+/// boot vCPU's, which `ltr` already marked busy (rewritten identically
+/// but for the busy bit, which the CPU does not read again).
+unsafe fn set_tss_descriptor(k: usize, tss: u64) {
+    unsafe extern "C" {
+        static mut GDT: [u64; 24];
+    }
+    let low = 103
+        | ((tss & 0xff_ffff) << 16)
+        | (if k == 0 { 0x8b } else { 0x89 } << 40)
+        | (((tss >> 24) & 0xff) << 56);
+    // SAFETY: the caller guarantees the slot may be written; GDT has 24
+    // quadwords and slot 8 + 2k + 1 < 24 for k < MAX_CPUS.
     unsafe {
-        let tss = addr_of_mut!(KERNEL_TSS);
-        let stacks = addr_of_mut!(ENTRY_STACKS) as u64;
-        (*tss).rsp[0] = stacks + 4096;
-        (*tss).ist[usize::from(DF_IST) - 1] = stacks + 8192;
+        let gdt = addr_of_mut!(GDT);
+        (*gdt)[8 + 2 * k] = low;
+        (*gdt)[8 + 2 * k + 1] = tss >> 32;
+    }
+}
+
+/// Completes every vCPU's TSS and descriptor (the boot code loaded vCPU
+/// 0's) and installs the full IDT.
+pub fn init() {
+    // SAFETY: runs once at boot on the boot vCPU, before any other vCPU
+    // starts or anything else reads these tables; the raw pointers come
+    // from statics.
+    unsafe {
+        for k in 0..MAX_CPUS {
+            let tss = addr_of_mut!(KERNEL_TSS[k]);
+            let stacks = addr_of_mut!(ENTRY_STACKS[k]) as u64;
+            (*tss).rsp[0] = stacks + 4096;
+            (*tss).ist[usize::from(DF_IST) - 1] = stacks + 8192;
+            set_tss_descriptor(k, tss as u64);
+        }
 
         let idt = addr_of_mut!(IDT);
         for (vector, &stub) in EXCEPTION_STUBS.iter().enumerate() {
@@ -133,10 +178,9 @@ pub fn init() {
         // The kick: DPL 0, so a program's `int 0x20` is a #GP, not a kick.
         let kick = usize::from(qlib::abi::KICK_VECTOR);
         set_gate(idt, kick, kick_stub as *const () as u64, 0, 0);
-        let ptr = DescriptorPtr {
-            limit: (256 * 16 - 1) as u16,
-            base: idt as u64,
-        };
-        asm!("lidt [{0}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
+        let ptr = addr_of_mut!(IDT_PTR);
+        (*ptr).limit = (256 * 16 - 1) as u16;
+        (*ptr).base = idt as u64;
+        asm!("lidt [{0}]", in(reg) ptr, options(readonly, nostack, preserves_flags));
     }
 }

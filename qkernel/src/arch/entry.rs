@@ -11,7 +11,10 @@
 //! mode, so the program could run privileged instructions (`mov cr3`,
 //! `out`, `hlt`) until its next syscall.
 //!
-//! One vCPU so far: the per-CPU values are plain statics.
+//! Per-CPU values live in `percpu::PERCPU[k]`: the syscall entry of vCPU k
+//! (its own LSTAR) addresses them RIP-relative, the exception entry finds
+//! k from its entry stack; both then point GS base at them for the kernel
+//! and put the program's GS base back on the way out.
 
 use core::arch::global_asm;
 
@@ -44,12 +47,7 @@ pub struct TrapFrame {
     pub ss: u64,
 }
 
-/// Top of the current task's kernel stack, loaded at `syscall` entry.
-#[unsafe(no_mangle)]
-pub static mut KERNEL_STACK_TOP: u64 = 0;
-/// The user RSP while the syscall entry switches stacks.
-#[unsafe(no_mangle)]
-static mut SCRATCH_USER_RSP: u64 = 0;
+use super::percpu::{self, MAX_CPUS, OFF_KSTACK_TOP, OFF_SCRATCH_RSP, PERCPU_SIZE};
 
 unsafe extern "C" {
     /// The 32 exception stubs, in vector order.
@@ -112,7 +110,8 @@ global_asm!(
     pop rax
 .endm
 /* Back to user mode with sysretq from a TrapFrame at rsp: rcx = its rip,
-   r11 = its rflags (after an exception, rip is the return stub's). */
+   r11 = its rflags (after an exception, rip is the return stub's). The
+   program's GS base goes back first (the kernel's is the PerCpu). */
 .macro SYSRET
     POP_GPRS
     mov rcx, [rsp + 16]
@@ -121,50 +120,92 @@ global_asm!(
     sysretq
 .endm
 
-.section .text
-.global syscall_entry
-syscall_entry:
-    mov [rip + SCRATCH_USER_RSP], rsp
-    mov rsp, [rip + KERNEL_STACK_TOP]
+/* vCPU k's syscall entry (its LSTAR): PERCPU[k] is RIP-relative. */
+.macro SYSCALL_ENTRY k
+.global syscall_entry_\k
+syscall_entry_\k:
+    mov [rip + PERCPU + \k * {pcs} + {off_scratch}], rsp
+    mov rsp, [rip + PERCPU + \k * {pcs} + {off_kstack}]
     push 0x2b
-    push qword ptr [rip + SCRATCH_USER_RSP]
+    push qword ptr [rip + PERCPU + \k * {pcs} + {off_scratch}]
     push r11
     push 0x33
     push rcx
     push 0
     push -1
     PUSH_GPRS
+    lea rbx, [rip + PERCPU + \k * {pcs}]
+    jmp syscall_common
+.endm
+
+.section .text
+SYSCALL_ENTRY 0
+SYSCALL_ENTRY 1
+SYSCALL_ENTRY 2
+SYSCALL_ENTRY 3
+SYSCALL_ENTRY 4
+SYSCALL_ENTRY 5
+SYSCALL_ENTRY 6
+SYSCALL_ENTRY 7
+
+/* rbx = this vCPU's PerCpu (rbx is saved in the frame). */
+syscall_common:
+    wrgsbase rbx
     cld
     mov rdi, rsp
     call syscall_handler
     SYSRET
 
-/* An exception came from user mode iff we are on the user entry stack
-   (TSS.RSP0): decided by the stack, which the program cannot forge, not by
-   the saved CS, which sits in user-writable memory. From user mode, the
-   vector, error code and hardware frame move to the kernel stack before
-   anything else is saved, and CS/SS are forced to the user selectors. */
+/* An exception came from user mode iff we are on a user entry stack
+   (TSS.RSP0 of vCPU k, the first half of ENTRY_STACKS[k]): decided by the
+   stack, which the program cannot forge, not by the saved CS, which sits
+   in user-writable memory; the stack also names the vCPU. From user mode,
+   the vector, error code and hardware frame move to the kernel stack
+   before anything else is saved, and CS/SS are forced to the user
+   selectors. */
 exception_common:
     push rax
+    push rcx
     lea rax, [rip + ENTRY_STACKS]
-    cmp rsp, rax
+    mov rcx, rsp
+    sub rcx, rax
     jb exc_from_kernel
-    lea rax, [rip + ENTRY_STACKS + 4096]
-    cmp rsp, rax
+    cmp rcx, {max_cpus} * {entry_size}
     jae exc_from_kernel
+    test rcx, 4096
+    jnz exc_from_kernel
+    shr rcx, 13
+    imul rcx, rcx, {pcs}
+    lea rax, [rip + PERCPU]
+    add rcx, rax
     mov rax, rsp
-    mov rsp, [rip + KERNEL_STACK_TOP]
+    mov rsp, [rcx + {off_kstack}]
+    push qword ptr [rax + 64]
     push qword ptr [rax + 56]
     push qword ptr [rax + 48]
     push qword ptr [rax + 40]
     push qword ptr [rax + 32]
     push qword ptr [rax + 24]
     push qword ptr [rax + 16]
-    push qword ptr [rax + 8]
-    mov rax, [rax]
     mov qword ptr [rsp + 24], 0x33
     mov qword ptr [rsp + 48], 0x2b
-    PUSH_GPRS
+    /* PUSH_GPRS, with the program's rax and rcx from the entry stack. */
+    push qword ptr [rax + 8]
+    push rbx
+    push qword ptr [rax]
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    wrgsbase rcx
     cld
     mov rdi, rsp
     mov esi, 1
@@ -172,6 +213,7 @@ exception_common:
     SYSRET
 
 exc_from_kernel:
+    pop rcx
     pop rax
     PUSH_GPRS
     cld
@@ -183,21 +225,31 @@ exc_from_kernel:
     iretq
 
 /* rdi = &TrapFrame of a user context (the first entry): it is copied to
-   the top of the kernel stack and left with the one sysretq exit. */
+   the top of the kernel stack and left with the one sysretq exit. The
+   frame may lie on that stack just below its destination (kmain's, on
+   the boot stack): then the copy runs backwards so that it does not
+   overwrite what it has still to read. */
 .global return_via_sysret
 return_via_sysret:
     mov rsi, rdi
-    mov rsp, [rip + KERNEL_STACK_TOP]
+    mov rsp, qword ptr gs:[{off_kstack}]
     sub rsp, {frame_size}
     mov rdi, rsp
     mov ecx, {frame_size} / 8
     cld
+    cmp rdi, rsi
+    jbe 7f
+    lea rsi, [rsi + {frame_size} - 8]
+    lea rdi, [rdi + {frame_size} - 8]
+    std
+7:
     rep movsq
+    cld
 /* The TrapFrame at the top of the kernel stack (a new task's first run,
    `ret_from_fork`, comes here too). */
 .global sysret_stack_top_frame
 sysret_stack_top_frame:
-    mov rsp, [rip + KERNEL_STACK_TOP]
+    mov rsp, qword ptr gs:[{off_kstack}]
     sub rsp, {frame_size}
     SYSRET
 
@@ -267,14 +319,27 @@ EXCEPTION_STUBS:
     .quad exc_stub_20, exc_stub_21, exc_stub_22, exc_stub_23
     .quad exc_stub_24, exc_stub_25, exc_stub_26, exc_stub_27
     .quad exc_stub_28, exc_stub_29, exc_stub_30, exc_stub_31
+
+/* vCPU k's LSTAR (boot.rs loads it on the secondary vCPUs). */
+.global SYSCALL_ENTRIES
+SYSCALL_ENTRIES:
+    .quad syscall_entry_0, syscall_entry_1, syscall_entry_2, syscall_entry_3
+    .quad syscall_entry_4, syscall_entry_5, syscall_entry_6, syscall_entry_7
 "#,
     frame_size = const core::mem::size_of::<TrapFrame>(),
+    pcs = const PERCPU_SIZE,
+    off_kstack = const OFF_KSTACK_TOP,
+    off_scratch = const OFF_SCRATCH_RSP,
+    max_cpus = const MAX_CPUS,
+    entry_size = const super::cpu::ENTRY_STACKS_SIZE,
 );
+const _: () = assert!(MAX_CPUS == 8, "one SYSCALL_ENTRY per vCPU above");
 
-/// Makes the boot stack the kernel stack of the one task.
+/// Makes the boot stack the kernel stack of the first task.
 pub fn init_kernel_stack() {
     let top =
         core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
-    // SAFETY: one vCPU; set once at boot before any user code runs.
-    unsafe { core::ptr::addr_of_mut!(KERNEL_STACK_TOP).write(top) };
+    percpu::this()
+        .kstack_top
+        .store(top, core::sync::atomic::Ordering::Relaxed);
 }

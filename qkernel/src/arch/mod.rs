@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod cpu;
 pub mod entry;
+pub mod percpu;
 pub mod platform;
 pub mod switch;
 pub mod user_return;
@@ -57,18 +58,50 @@ pub fn fs_base() -> u64 {
     v
 }
 
-/// Sets the GS base (the kernel does not use GS).
+/// `MSR_KERNEL_GS_BASE`.
+const MSR_KERNEL_GS_BASE: u32 = 0xC000_0102;
+
+/// Sets the program's GS base. On this hypervisor the guest kernel and
+/// user mode have separate GS bases (measured, docs/smp.md): user mode
+/// runs with `MSR_KERNEL_GS_BASE` (as if the hypervisor did `swapgs` on
+/// the way out and back), the kernel's persists across user mode. So the
+/// program's is the MSR (a trapping `wrmsr`, only on `arch_prctl` and on a
+/// switch to a task with another GS base).
 pub fn set_gs_base(base: u64) {
-    // SAFETY: CR4.FSGSBASE is set at boot; the kernel does not use GS.
-    unsafe { asm!("wrgsbase {0}", in(reg) base, options(nostack, preserves_flags)) };
+    let cpu = percpu::this();
+    if cpu
+        .user_gs
+        .swap(base, core::sync::atomic::Ordering::Relaxed)
+        == base
+    {
+        return;
+    }
+    // SAFETY: KERNEL_GS_BASE exists on x86-64; the kernel itself never
+    // reads it (its GS base is its PerCpu).
+    unsafe { wrmsr(MSR_KERNEL_GS_BASE, base) };
 }
 
-/// Reads the GS base.
+/// The program's GS base (see [`set_gs_base`]): the MSR, which a program
+/// may have changed itself (`wrgsbase` in user mode).
 pub fn gs_base() -> u64 {
-    let v: u64;
-    // SAFETY: CR4.FSGSBASE is set at boot.
-    unsafe { asm!("rdgsbase {0}", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    // SAFETY: KERNEL_GS_BASE exists on x86-64.
+    let v = unsafe { rdmsr(MSR_KERNEL_GS_BASE) };
+    percpu::this()
+        .user_gs
+        .store(v, core::sync::atomic::Ordering::Relaxed);
     v
+}
+
+/// Writes an MSR.
+///
+/// # Safety
+/// The MSR must exist and the value must be valid for it.
+pub unsafe fn wrmsr(msr: u32, value: u64) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32,
+             options(nostack, preserves_flags))
+    };
 }
 
 /// Reads CR3.
@@ -122,6 +155,11 @@ static CLEAN_FPU: CleanFpu = {
     a[25] = 0x1f;
     CleanFpu(a)
 };
+
+/// The FXSAVE image a new program starts with (a task's saved state).
+pub fn clean_fpu_image() -> [u8; 512] {
+    CLEAN_FPU.0
+}
 
 /// Resets the program's FPU/SSE registers to their initial state
 /// (`execve`). The kernel itself uses no FPU or SSE register.

@@ -3,7 +3,7 @@
 //! mode and a real ring 0 is decided here: detection, where CR2 comes from,
 //! the U bit on kernel pages, TSC rate, TLB flushing.
 
-use qlib::layout::{DIRECT_MAP, PV_PAGE_GPA};
+use qlib::layout::DIRECT_MAP;
 
 /// The platform the kernel runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,8 @@ impl Platform {
     /// stores it at PV page + 8 (opt-in bit 4), which is cheaper than a
     /// trapping `mov from cr2`.
     pub fn fault_address(self) -> u64 {
-        let p = (DIRECT_MAP + PV_PAGE_GPA + 8) as *const u64;
+        let pv = super::percpu::pv_page_gpa(super::percpu::this().id());
+        let p = (DIRECT_MAP + pv + 8) as *const u64;
         // SAFETY: the PV page is reserved guest RAM mapped by the direct
         // map; the hypervisor writes it, so read it volatile.
         unsafe { p.read_volatile() }

@@ -18,6 +18,8 @@ unsafe extern "C" {
     /// `TrapFrame` at the top of its kernel stack (through
     /// `sysret_stack_top_frame`, the one exit of `arch::entry`).
     pub fn ret_from_fork();
+    /// Calls `f` with RSP at `top` and returns on the caller's stack.
+    fn call_with_stack(top: u64, f: extern "C" fn());
 }
 
 global_asm!(
@@ -45,8 +47,33 @@ switch_stacks:
 ret_from_fork:
     call task_first_run
     jmp sysret_stack_top_frame
+
+.global call_with_stack
+call_with_stack:
+    push rbp
+    mov rbp, rsp
+    mov rsp, rdi
+    call rsi
+    mov rsp, rbp
+    pop rbp
+    ret
 "#
 );
+
+/// Runs `f` on the stack whose (16-byte aligned) top is `top`, then
+/// returns on the current stack: for deep kernel work that may be reached
+/// from any task's small kernel stack.
+///
+/// # Safety
+///
+/// `top` must be the 16-byte aligned end of memory that nothing else uses
+/// while `f` runs (no other call of this on the same stack is in flight)
+/// and large enough for `f`; `f` must not switch tasks.
+pub unsafe fn on_stack(top: u64, f: extern "C" fn()) {
+    // SAFETY: guaranteed by the caller; the asm keeps the caller's RSP in
+    // RBP (callee-saved, so `f` preserves it) and restores both.
+    unsafe { call_with_stack(top, f) }
+}
 
 /// Callee-saved registers [`switch_stacks`] pops, below the return address.
 pub const SWITCH_FRAME_WORDS: usize = 6;
@@ -84,15 +111,16 @@ impl FpuState {
     }
 }
 
-/// Sets the kernel stack top the entry code switches to.
+/// Sets the kernel stack top this vCPU's entry code switches to.
 pub fn set_kernel_stack_top(top: u64) {
-    // SAFETY: one vCPU; read only by the entry code, which cannot run
-    // while the kernel runs here (no preemption of kernel code).
-    unsafe { core::ptr::addr_of_mut!(super::entry::KERNEL_STACK_TOP).write(top) };
+    super::percpu::this()
+        .kstack_top
+        .store(top, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// The kernel stack top the entry code switches to.
+/// The kernel stack top this vCPU's entry code switches to.
 pub fn kernel_stack_top() -> u64 {
-    // SAFETY: one vCPU; a plain read of a word.
-    unsafe { core::ptr::addr_of!(super::entry::KERNEL_STACK_TOP).read() }
+    super::percpu::this()
+        .kstack_top
+        .load(core::sync::atomic::Ordering::Relaxed)
 }

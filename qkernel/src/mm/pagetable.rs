@@ -56,6 +56,7 @@ unsafe extern "C" {
     static __cpu_entry_data: u8;
     static __cpu_entry_idt: u8;
     static __cpu_entry_stack: u8;
+    static __cpu_entry_end: u8;
 }
 
 /// Builds the user-PGD mapping of the `.cpu_entry` pages: the GDT/TSS and
@@ -66,16 +67,18 @@ pub fn init_entry_map() {
     ENTRY_MAP.call_once(|| {
         let pdpt = new_table();
         // Addresses of linker symbols, never dereferenced here.
-        let pages = [
+        // Every vCPU's entry stacks (`arch::cpu::ENTRY_STACKS`) up to the
+        // end of the section.
+        let stacks = &raw const __cpu_entry_stack as u64;
+        let end = &raw const __cpu_entry_end as u64;
+        let fixed = [
             (&raw const __cpu_entry_data as u64, NO_EXEC),
             (&raw const __cpu_entry_idt as u64, NO_EXEC),
-            (&raw const __cpu_entry_stack as u64, NO_EXEC | WRITABLE),
-            (
-                &raw const __cpu_entry_stack as u64 + 4096,
-                NO_EXEC | WRITABLE,
-            ),
         ];
-        for (va, nx) in pages {
+        let stack_pages = (stacks..end)
+            .step_by(4096)
+            .map(|va| (va, NO_EXEC | WRITABLE));
+        for (va, nx) in fixed.into_iter().chain(stack_pages) {
             let [_, i3, i2, i1] = indexes(va);
             // SAFETY: the tables are fresh heap pages reached through the
             // direct map; nothing else references them yet.

@@ -6,7 +6,7 @@ mod attrs;
 pub mod cputime;
 pub mod epoll_guest;
 mod rw;
-mod sys_exec;
+pub mod sys_exec;
 mod sys_file;
 mod sys_futex;
 mod sys_ids;

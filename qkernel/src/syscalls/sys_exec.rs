@@ -143,7 +143,80 @@ fn exec_at(
         return Err(Errno::EINVAL);
     }
     let path = path::read_user_path(p, path_va)?;
-    let mut file = open_exec(p, dirfd, &path, flags)?;
+    let file = open_exec(p, dirfd, &path, flags)?;
+    let argv_ptrs = read_pointers(p, argv_va)?;
+    let envp_ptrs = read_pointers(p, envp_va)?;
+    let mut budget = Budget(ARG_LIMIT);
+    budget.take(8 * (argv_ptrs.len() + envp_ptrs.len()))?;
+    let argv = read_strings(p, &argv_ptrs, &mut budget)?;
+    let envp = read_strings(p, &envp_ptrs, &mut budget)?;
+    let prog = prepare(p, file, dirfd, &path, argv, envp, budget.0)?;
+
+    // The point of no return.
+    crate::task::exec_single_thread();
+    let argv: Vec<&[u8]> = prog.argv.iter().map(Vec::as_slice).collect();
+    let envp: Vec<&[u8]> = prog.envp.iter().map(Vec::as_slice).collect();
+    exec::commit(
+        p,
+        Program {
+            image: &prog.image,
+            interp: prog.interp.as_deref(),
+            argv: &argv,
+            envp: &envp,
+            execfn: &prog.filename,
+            exe: prog.exe,
+        },
+    );
+    Ok(0)
+}
+
+/// A program ready to load: what the checks before the point of no
+/// return produced.
+pub struct Prepared {
+    pub image: image::Image,
+    pub interp: Option<image::Image>,
+    /// argv after `#!` rewriting.
+    pub argv: Vec<Vec<u8>>,
+    pub envp: Vec<Vec<u8>>,
+    /// `AT_EXECFN`.
+    pub filename: Vec<u8>,
+    /// `/proc/self/exe`.
+    pub exe: String,
+}
+
+/// Arguments and environment within Linux's limits, for a program started
+/// from outside (`task::spawn`): `E2BIG` otherwise.
+pub fn arg_budget(argv: &[Vec<u8>], envp: &[Vec<u8>]) -> Result<usize, Errno> {
+    let mut budget = Budget(ARG_LIMIT);
+    budget.take(8 * (argv.len() + envp.len()))?;
+    for s in argv.iter().chain(envp) {
+        if s.len() >= MAX_ARG_STRLEN {
+            return Err(Errno::E2BIG);
+        }
+        budget.take(s.len() + 1)?;
+    }
+    Ok(budget.0)
+}
+
+/// Opens `path` to run it, as `execve` does (`ENOENT`, `EACCES` …).
+pub fn open_program(p: &mut Process, path: &str) -> Result<Arc<File>, Errno> {
+    open_exec(p, AT_FDCWD, path, 0)
+}
+
+/// Everything `execve` checks before its point of no return, for `file`
+/// (opened from `path` and `dirfd`) with `argv` and `envp` already copied
+/// in; `budget` is what argv and envp may still take.
+pub fn prepare(
+    p: &mut Process,
+    mut file: Arc<File>,
+    dirfd: i64,
+    path: &str,
+    mut argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+    budget: usize,
+) -> Result<Prepared, Errno> {
+    let mut budget = Budget(budget);
+    let path = String::from(path);
     // The name the program is known by (`AT_EXECFN`, a script's argument).
     let dirfd32 = i64::from(dirfd as i32);
     let filename: Vec<u8> = if path.starts_with('/') || dirfd32 == AT_FDCWD {
@@ -154,12 +227,6 @@ fn exec_at(
         format!("/dev/fd/{dirfd32}/{path}").into_bytes()
     };
 
-    let argv_ptrs = read_pointers(p, argv_va)?;
-    let envp_ptrs = read_pointers(p, envp_va)?;
-    let mut budget = Budget(ARG_LIMIT);
-    budget.take(8 * (argv_ptrs.len() + envp_ptrs.len()))?;
-    let mut argv = read_strings(p, &argv_ptrs, &mut budget)?;
-    let envp = read_strings(p, &envp_ptrs, &mut budget)?;
     if argv.is_empty() {
         // Linux (5.18+) gives a program started without argv an empty
         // argv[0].
@@ -212,21 +279,12 @@ fn exec_at(
         }
     };
     crate::loader::vet(&image, interp.as_deref()).map_err(|_| Errno::ENOEXEC)?;
-
-    // The point of no return.
-    crate::task::exec_single_thread();
-    let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    let envp: Vec<&[u8]> = envp.iter().map(Vec::as_slice).collect();
-    exec::commit(
-        p,
-        Program {
-            image: &image,
-            interp: interp.as_deref(),
-            argv: &argv,
-            envp: &envp,
-            execfn: &filename,
-            exe: String::from(exe.as_str()),
-        },
-    );
-    Ok(0)
+    Ok(Prepared {
+        image,
+        interp,
+        argv,
+        envp,
+        filename,
+        exe: String::from(exe.as_str()),
+    })
 }

@@ -101,7 +101,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
 
 /// A kernel stack whose first switch lands in `ret_from_fork` and returns
 /// to user mode with `frame`: (stack, top, saved rsp).
-fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
+pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
     let mut stack = Vec::new();
     stack
         .try_reserve_exact(KSTACK_SIZE / 8)
@@ -222,7 +222,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
 
 /// A free pid: pids count up to PID_MAX and wrap, skipping the ones in use
 /// (there are fewer than MAX_TASKS, so the loop ends).
-fn alloc_pid(k: &mut super::Kernel) -> u32 {
+pub(super) fn alloc_pid(k: &mut super::Kernel) -> u32 {
     let mut pid = k.next_pid;
     while k.tasks.contains_key(&pid) {
         pid = if pid >= PID_MAX { 2 } else { pid + 1 };

@@ -21,13 +21,14 @@ pub mod park;
 pub mod pgrp;
 pub mod sched;
 pub mod slice;
+pub mod spawn;
 pub mod timers;
 pub mod wait;
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 
 use spin::Mutex;
 
@@ -130,27 +131,28 @@ pub static KERNEL: Mutex<Kernel> = Mutex::new(Kernel {
     next_pid: 2,
 });
 
-/// The running task's pid (1 before `init`).
-static CURRENT: AtomicU32 = AtomicU32::new(1);
-/// The running task's thread group id.
-static CURRENT_TGID: AtomicU32 = AtomicU32::new(1);
+// The running task's pid and thread group id are per vCPU
+// (`arch::percpu::PerCpu::current`, 1 before `init`).
 
 /// Most tasks at once (a fork beyond this fails with `EAGAIN`).
 pub const MAX_TASKS: usize = 128;
 
 /// The running task's pid.
 pub fn current_pid() -> u32 {
-    CURRENT.load(Ordering::Relaxed)
+    crate::arch::percpu::this().current.load(Ordering::Relaxed)
 }
 
 /// The running task's thread group id (`getpid`).
 pub fn current_tgid() -> u32 {
-    CURRENT_TGID.load(Ordering::Relaxed)
+    crate::arch::percpu::this()
+        .current_tgid
+        .load(Ordering::Relaxed)
 }
 
 fn set_current(pid: u32, tgid: u32) {
-    CURRENT.store(pid, Ordering::Relaxed);
-    CURRENT_TGID.store(tgid, Ordering::Relaxed);
+    let cpu = crate::arch::percpu::this();
+    cpu.current.store(pid, Ordering::Relaxed);
+    cpu.current_tgid.store(tgid, Ordering::Relaxed);
 }
 
 /// Registers the first program as pid 1, running on the boot stack.

@@ -75,7 +75,10 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         wake_group(k, 1);
     }
     let mut auto_reap = false;
-    if ppid == super::current_tgid() {
+    if ppid == 0 {
+        // Started from outside (`task::spawn`): nobody in the guest waits.
+        auto_reap = super::spawn::exited(pid, st);
+    } else if ppid == super::current_tgid() {
         // The parent is the running group (it killed its child).
         if exit_signal == SIGCHLD && signal::explicitly_ignored(SIGCHLD) {
             auto_reap = true;

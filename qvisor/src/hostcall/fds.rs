@@ -19,6 +19,9 @@ pub const EBADF: i64 = -(libc::EBADF as i64);
 #[derive(Debug)]
 pub struct HostFds {
     owned: HashMap<i32, OwnedFd>,
+    /// Fds that came from outside (`qrun exec`'s stdio): blocking, and
+    /// shared with their sender, so their flags stay as they are.
+    foreign: std::collections::HashSet<i32>,
     /// Host stdio the guest has not closed.
     stdio_closed: [bool; 3],
     /// The guest's fds are numbered below this.
@@ -56,6 +59,7 @@ impl Default for HostFds {
         };
         Self {
             owned: HashMap::new(),
+            foreign: std::collections::HashSet::new(),
             stdio_closed: [false; 3],
             ceiling: ceiling_for(soft),
         }
@@ -87,6 +91,21 @@ impl HostFds {
         i64::from(n)
     }
 
+    /// As [`Self::adopt`], for an fd from outside ([`Self::is_foreign`]).
+    pub fn adopt_foreign(&mut self, fd: OwnedFd) -> i64 {
+        let n = self.adopt(fd);
+        if n >= 0 {
+            self.foreign.insert(n as i32);
+        }
+        n
+    }
+
+    /// Whether `fd` came from outside: an I/O that must not block is
+    /// polled first (its `O_NONBLOCK` is its sender's business).
+    pub fn is_foreign(&self, fd: i32) -> bool {
+        self.foreign.contains(&fd)
+    }
+
     /// Closes a guest fd (stdio is only forgotten: the VMM still logs to
     /// its stderr).
     pub fn close(&mut self, fd: u64) -> i64 {
@@ -97,6 +116,7 @@ impl HostFds {
             }
             Ok(n) => {
                 self.owned.remove(&n);
+                self.foreign.remove(&n);
                 0
             }
             Err(e) => e,

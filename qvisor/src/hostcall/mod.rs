@@ -26,6 +26,7 @@ use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, RECLAIM_RUNNING};
 use qlib::io_abi::io;
 
 use crate::control::ControlChannel;
+use crate::exec::{Execs, Taken};
 use crate::guest_mem::{BadRange, GuestRam};
 use crate::hibernate::{self, Hibernation, Served};
 use crate::rootfs::Rootfs;
@@ -68,6 +69,11 @@ pub struct HostCalls<'a> {
     reclaim_start: Option<(Instant, u64)>,
     /// Files mapped into the file window.
     window: crate::file_window::FileWindow,
+    /// The secondary vCPUs (none: one vCPU).
+    smp: Option<&'a crate::smp::Smp>,
+    /// Processes started from outside (`qrun exec`), when the sandbox
+    /// takes them.
+    execs: Option<Arc<Execs>>,
 }
 
 /// What the guest handed back on its own while the program ran
@@ -112,7 +118,19 @@ impl<'a> HostCalls<'a> {
             returned: Returned::default(),
             reclaim_start: None,
             window: crate::file_window::FileWindow::default(),
+            smp: None,
+            execs: None,
         }
+    }
+
+    /// Hands over the secondary vCPUs (`StartVcpus`, `WakeVcpu`).
+    pub fn set_smp(&mut self, smp: &'a crate::smp::Smp) {
+        self.smp = Some(smp);
+    }
+
+    /// Shares the sandbox's exec orders with the control thread.
+    pub fn set_execs(&mut self, execs: Arc<Execs>) {
+        self.execs = Some(execs);
     }
 
     /// Hands over the file window the boot mapped the program into.
@@ -154,6 +172,10 @@ impl<'a> HostCalls<'a> {
             Some(Call::BootError) => return Outcome::BootError(self.message(a[1], a[2])),
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::SetAlarm) => sys::ret(self.control.set_alarm(a[0])),
+            Some(Call::StartVcpus) => self.smp.map_or(0, |s| s.start()),
+            Some(Call::WakeVcpu) => self.smp.map_or(0, |s| s.wake(a[0])),
+            // vCPU 0 never idles this way (its idle is the idle poll).
+            Some(Call::VcpuIdle) => ENOSYS,
             Some(Call::SliceWatch) => {
                 self.control.slicer.watch(self.ram);
                 0
@@ -169,6 +191,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::NewFd) => self.new_fd(a),
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),
+            Some(Call::Exec) => self.exec(a),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
@@ -195,6 +218,58 @@ impl<'a> HostCalls<'a> {
             log::warn!("host call record at {gpa:#x} is outside guest RAM");
         }
         Outcome::Resume
+    }
+
+    /// `Exec` (`qlib::exec_order::op`).
+    fn exec(&mut self, a: [u64; 6]) -> i64 {
+        use qlib::exec_order::op;
+        let Some(execs) = self.execs.clone() else {
+            return if a[0] == op::TAKE { 0 } else { EINVAL };
+        };
+        match a[0] {
+            op::TAKE => {
+                let bytes = match execs.take() {
+                    Taken::None => return 0,
+                    Taken::Bytes(b) => b,
+                    Taken::Spawn { id, spec, fds } => {
+                        let mut stdio = [-1i32; 3];
+                        for (slot, fd) in stdio.iter_mut().zip(fds) {
+                            let n = self.fds.adopt_foreign(fd);
+                            if n < 0 {
+                                for fd in stdio.into_iter().filter(|&f| f >= 0) {
+                                    self.fds.close(fd as u64);
+                                }
+                                execs.refuse(id, -n as i32);
+                                return n;
+                            }
+                            *slot = n as i32;
+                        }
+                        let b = Execs::encode(id, &spec, stdio);
+                        if b.len() as u64 > a[2] {
+                            for fd in stdio.into_iter().filter(|&f| f >= 0) {
+                                self.fds.close(fd as u64);
+                            }
+                            execs.refuse(id, libc::E2BIG);
+                            return -(libc::E2BIG as i64);
+                        }
+                        b
+                    }
+                };
+                if bytes.len() as u64 > a[2] || self.ram.write_bytes(a[1], &bytes).is_err() {
+                    return EFAULT;
+                }
+                bytes.len() as i64
+            }
+            op::STARTED => {
+                execs.started(a[1], a[2] as i64);
+                0
+            }
+            op::EXITED => {
+                execs.exited(a[1], a[2] as i32);
+                0
+            }
+            _ => EINVAL,
+        }
     }
 
     fn hello(&self, version: u64, reply: u64) -> i64 {

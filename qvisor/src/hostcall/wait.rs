@@ -30,6 +30,18 @@ impl HostCalls<'_> {
         mut op: impl FnMut() -> i64,
     ) -> i64 {
         let mut wait_first = block && events == libc::POLLIN;
+        if !block && self.fds.is_foreign(fd) {
+            // A blocking fd of `qrun exec`'s caller: not ready = EAGAIN.
+            let mut p = [libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            }];
+            // SAFETY: one valid pollfd; no wait.
+            if unsafe { libc::poll(p.as_mut_ptr(), 1, 0) } == 0 {
+                return err(libc::EAGAIN);
+            }
+        }
         loop {
             if wait_first {
                 let mut fds = [libc::pollfd {

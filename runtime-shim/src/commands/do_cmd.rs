@@ -62,6 +62,7 @@ pub fn run(args: &[String], debug: bool) -> i32 {
 
 fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     let mut memory = DEFAULT_MEMORY;
+    let mut cpus = 1usize;
     let mut stats = false;
     let mut env = Vec::new();
     let mut paths: [Option<String>; 4] = Default::default();
@@ -72,6 +73,14 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
             "--memory" => {
                 let v = it.next().ok_or("--memory needs a size")?;
                 memory = parse_size(v)?;
+            }
+            "--cpus" => {
+                let v = it.next().ok_or("--cpus needs a count")?;
+                cpus = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=qvisor::MAX_CPUS).contains(n))
+                    .ok_or(format!("--cpus '{v}': expected 1..={}", qvisor::MAX_CPUS))?;
             }
             "--env" => {
                 let v = it.next().ok_or("--env needs K=V")?;
@@ -102,6 +111,7 @@ fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     let mut config = SandboxConfig::new(rest);
     config.program = program;
     config.memory = memory;
+    config.cpus = cpus;
     config.env = env;
     config.log_level = if debug { 4 } else { 0 };
     config.stats = stats;

@@ -6,6 +6,7 @@ pub mod ctl;
 pub mod delete;
 pub mod do_cmd;
 mod do_state;
+pub mod exec;
 pub mod features;
 pub mod kill;
 pub mod list;

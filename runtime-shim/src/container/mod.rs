@@ -141,18 +141,7 @@ impl Container {
         timeout: Duration,
     ) -> Result<qvisor::ctl::Status, ContainerError> {
         use std::io::ErrorKind::{ConnectionRefused, NotFound};
-        // A socket address holds at most 107 bytes; a long root or id
-        // makes the socket's path longer: reach it through a descriptor
-        // of its directory instead (the kernel follows /proc's link).
-        let mut socket = self.ctl_socket();
-        let _dir;
-        if crate::report::socket_path_problem(&socket).is_some() {
-            let d = self.sandbox_dir();
-            let f = std::fs::File::open(&d)
-                .map_err(ContainerError::io(format!("opening {}", d.display())))?;
-            socket = format!("/proc/self/fd/{}/ctl.sock", f.as_raw_fd()).into();
-            _dir = f;
-        }
+        let (socket, _dir) = self.ctl_path()?;
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         loop {
             match qvisor::ctl::request(&socket, req, timeout) {
@@ -170,6 +159,32 @@ impl Container {
                     });
                 }
             }
+        }
+    }
+
+    /// The control socket's path for a connect: a socket address holds at
+    /// most 107 bytes; a long root or id makes the socket's path longer,
+    /// so it is then reached through a descriptor of its directory (the
+    /// kernel follows /proc's link), which the returned file holds.
+    pub fn ctl_path(&self) -> Result<(PathBuf, Option<std::fs::File>), ContainerError> {
+        let socket = self.ctl_socket();
+        if crate::report::socket_path_problem(&socket).is_none() {
+            return Ok((socket, None));
+        }
+        let d = self.sandbox_dir();
+        let f = std::fs::File::open(&d)
+            .map_err(ContainerError::io(format!("opening {}", d.display())))?;
+        let path = format!("/proc/self/fd/{}/ctl.sock", f.as_raw_fd()).into();
+        Ok((path, Some(f)))
+    }
+
+    /// Right after `start` the VMM may still be booting and not yet
+    /// listening: waits (at most two seconds, while the sandbox process
+    /// lives) for `socket` to exist.
+    pub fn wait_for_ctl(&self, socket: &Path) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !socket.exists() && std::time::Instant::now() < deadline && self.alive() {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

@@ -202,6 +202,7 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.program = plan.program.clone();
     config.rootfs = rootfs::ROOTFS.into();
     config.memory = plan.memory;
+    config.cpus = plan.resources.vcpus();
     config.env = plan.env.clone();
     config.cwd = plan.cwd.clone();
     if let Some(h) = &plan.hostname {
