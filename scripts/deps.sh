@@ -4,7 +4,7 @@
 # apps), busybox-static (compat tests), curl (HTTP server
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
 # bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
-# demo edits config.json with it), and the Rust
+# demo edits config.json with it), nodejs (runtimes.rs), and the Rust
 # toolchain and targets pinned by rust-toolchain.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ command -v runc >/dev/null || need+=(runc)
 command -v crun >/dev/null || need+=(crun)
 command -v nsenter >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo

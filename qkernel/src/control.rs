@@ -118,6 +118,9 @@ fn serve(interrupted: bool) {
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }
+    if bits & control::PREEMPT != 0 {
+        crate::task::slice::request();
+    }
     if bits & control::EXEC != 0 {
         if crate::task::spawn::ready() {
             crate::task::spawn::serve_orders();

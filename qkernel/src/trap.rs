@@ -53,6 +53,7 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
     let full_restore = if nr == SYS_RT_SIGRETURN {
         crate::control::serve_pending();
         signal::sigreturn(frame);
+        crate::task::slice::at_user_return();
         signal::deliver(frame, None);
         true
     } else {
@@ -73,10 +74,12 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
             Some(entry) => {
                 crate::task::exec_done();
                 *frame = crate::exec::fresh_frame(&entry);
+                crate::task::slice::at_user_return();
                 signal::deliver(frame, None);
                 true
             }
             None => {
+                crate::task::slice::at_user_return();
                 signal::deliver(frame, Some(nr));
                 false
             }
@@ -196,6 +199,7 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
         info.addr = if at_rip { frame.rip } else { 0 };
         signal::force_fault(sig, info);
     }
+    crate::task::slice::at_user_return();
     signal::deliver(frame, None);
     prepare_return(frame, true);
 }

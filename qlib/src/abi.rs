@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 9;
+pub const ABI_VERSION: u64 = 10;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -41,6 +41,11 @@ pub mod control {
     /// Orders for processes started from outside (`qrun exec`) are
     /// waiting: take them with [`super::Call::Exec`]'s `TAKE` op.
     pub const EXEC: u64 = 1 << 4;
+    /// The running task's time slice is over while other tasks want the
+    /// vCPU ([`super::ControlPage::slice`]): the guest switches at its next
+    /// return to user mode (posted with a kick, never cutting a blocking
+    /// host call short).
+    pub const PREEMPT: u64 = 1 << 8;
 }
 
 /// A page the VMM writes and the guest polls, at
@@ -57,11 +62,27 @@ pub struct ControlPage {
     /// Pending signals for the program: bit `n - 1` = signal `n`, set with
     /// an atomic OR before [`control::SIGNAL`].
     pub signals: u64,
+    /// Written by the guest on its way to user mode: bit 0 = other tasks
+    /// want the vCPU (runnable, parked on host fds or on a deadline), bits
+    /// 63:1 = a counter the guest bumps at every task switch and idle wait.
+    /// The VMM's slice watcher (`qvisor::slice`) posts [`control::PREEMPT`]
+    /// when it sees bit 0 set and the same counter one slice apart.
+    pub slice: u64,
+    /// Written by the VMM: 1 while its slice watcher samples [`Self::slice`],
+    /// 0 when it sleeps; the guest that sets bit 0 of `slice` and reads 0
+    /// here wakes it with [`Call::SliceWatch`].
+    pub slice_watch: u64,
 }
 
 /// Offset of [`ControlPage::signals`] in the control page.
 pub const CONTROL_SIGNALS_OFFSET: u64 = 8;
 const _: () = assert!(core::mem::offset_of!(ControlPage, signals) == 8);
+/// Offset of [`ControlPage::slice`] in the control page.
+pub const CONTROL_SLICE_OFFSET: u64 = 16;
+const _: () = assert!(core::mem::offset_of!(ControlPage, slice) == 16);
+/// Offset of [`ControlPage::slice_watch`] in the control page.
+pub const CONTROL_SLICE_WATCH_OFFSET: u64 = 24;
+const _: () = assert!(core::mem::offset_of!(ControlPage, slice_watch) == 24);
 
 /// Host-call numbers.
 #[repr(u64)]
@@ -114,6 +135,9 @@ pub enum Call {
     /// Wakes the idle vCPUs in the mask `args[0]` (bit k = vCPU k).
     /// Returns 0.
     WakeVcpu = 14,
+    /// Wake the VMM's slice watcher: the guest has tasks competing for the
+    /// vCPU and read [`ControlPage::slice_watch`] = 0. No arguments.
+    SliceWatch = 15,
     /// Open a path inside the rootfs: `args[0..2]` = GPA and length of an
     /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode.
     /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
@@ -200,6 +224,7 @@ impl Call {
             12 => Self::StartVcpus,
             13 => Self::VcpuIdle,
             14 => Self::WakeVcpu,
+            15 => Self::SliceWatch,
             16 => Self::Open,
             17 => Self::Close,
             18 => Self::Io,

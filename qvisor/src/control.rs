@@ -20,6 +20,7 @@ use qlib::layout::CONTROL_GPA;
 use crate::guest_mem::GuestRam;
 use crate::hibernate::Hibernation;
 use crate::kick::Kick;
+use crate::slice::Slicer;
 
 /// The wake-up side shared by the signal thread and the host calls.
 pub struct ControlChannel {
@@ -30,6 +31,8 @@ pub struct ControlChannel {
     stop_fd: OwnedFd,
     /// Kicks the vCPU when it runs guest code.
     pub kick: Kick,
+    /// The time-slice watcher's wake-up (`crate::slice`).
+    pub slicer: Slicer,
     /// The guest's alarm (`Call::SetAlarm`): a `CLOCK_MONOTONIC` timerfd
     /// the signal thread watches.
     alarm: OwnedFd,
@@ -81,6 +84,7 @@ impl ControlChannel {
             stop: AtomicBool::new(false),
             stop_fd: eventfd()?,
             kick: Kick::default(),
+            slicer: Slicer::default(),
             alarm: alarm_timerfd()?,
         }))
     }
@@ -179,6 +183,7 @@ impl ControlChannel {
         self.stop.store(true, Ordering::SeqCst);
         poke(&self.stop_fd);
         self.kick.retry_later();
+        self.slicer.shutdown();
     }
 }
 

@@ -299,6 +299,18 @@ impl GuestRam {
         Ok(())
     }
 
+    /// Atomically loads the aligned u64 at `gpa`.
+    pub fn atomic_load_u64(&self, gpa: u64) -> Result<u64, BadRange> {
+        self.check(gpa, 8)?;
+        if !gpa.is_multiple_of(8) {
+            return Err(BadRange);
+        }
+        let p = (self.host_base() + gpa) as *mut u64;
+        // SAFETY: as in `atomic_or_u64`.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p) };
+        Ok(word.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     /// Atomically ANDs `mask` into the aligned u64 at `gpa`.
     pub fn atomic_and_u64(&self, gpa: u64, mask: u64) -> Result<(), BadRange> {
         self.check(gpa, 8)?;

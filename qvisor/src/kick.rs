@@ -110,6 +110,11 @@ impl Kick {
         }
     }
 
+    /// Whether the vCPU thread is in (or about to enter) `KVM_RUN`.
+    pub fn in_guest(&self) -> bool {
+        self.in_guest.load(Ordering::SeqCst)
+    }
+
     /// Sets `immediate_exit` and signals the vCPU thread.
     fn signal(&self) {
         let target = self.target.lock().unwrap_or_else(|e| e.into_inner());

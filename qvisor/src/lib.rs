@@ -16,6 +16,7 @@ mod kick;
 mod kick_inject;
 mod program;
 mod rootfs;
+mod slice;
 mod smp;
 mod stdio;
 mod vcpu;
@@ -133,6 +134,8 @@ pub struct RunReport {
     pub host_calls: u64,
     /// Bytes of guest memory returned to the host by reclaim.
     pub reclaimed: u64,
+    /// Time slices the VMM ended (`control::PREEMPT` posts, `crate::slice`).
+    pub preemptions: u64,
     /// What the guest handed back on its own while the program ran.
     pub returned: Returned,
 }
@@ -334,18 +337,22 @@ impl Sandbox {
             status,
             host_calls: calls.count,
             reclaimed: calls.reclaimed,
+            preemptions: channel
+                .slicer
+                .preempts
+                .load(std::sync::atomic::Ordering::Relaxed),
             returned: calls.returned,
         })
     }
 }
 
 /// Host threads (tasks) of one sandbox process at most: this one (vCPU
-/// 0), the signal, kick-retry and control-socket threads, the REAP
+/// 0), the signal, kick-retry, slice and control-socket threads, the REAP
 /// read-back helper while a wake runs (`hibernate::reap`; a wake goes on
 /// without it if it cannot start), and one thread per secondary vCPU (at
 /// most [`MAX_CPUS`] - 1). The OCI runtime adds them to the container's
 /// pids limit.
-pub const HOST_THREADS: u32 = 5 + MAX_CPUS as u32 - 1;
+pub const HOST_THREADS: u32 = 6 + MAX_CPUS as u32 - 1;
 
 /// Starts one host thread per secondary vCPU (`smp`); they wait until the
 /// guest asks for them. An error (a thread cannot start) fails the start.
@@ -413,6 +420,10 @@ fn start_threads<'scope, 'env>(
         Box::new(move || control::signal_loop(channel, ram, hib, sfd)),
     )?;
     spawn("kick-retry", Box::new(move || kick::retry_loop(channel)))?;
+    spawn(
+        "slice",
+        Box::new(move || slice::watch_loop(channel, ram, hib)),
+    )?;
     if std::env::var_os("QVISOR_KICK_STORM").is_some() {
         spawn("kick-storm", Box::new(move || kick::storm(channel)))?;
     }

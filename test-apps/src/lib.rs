@@ -103,6 +103,8 @@ pub const ALL: &[&str] = &[
     "surface2",
     // pthreads, futexes, signals to threads, exec from a thread (threads).
     "threads",
+    // Threads and processes spinning without syscalls share the vCPU (timeslice).
+    "timeslice",
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",

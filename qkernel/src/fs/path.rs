@@ -112,6 +112,61 @@ pub fn user_absolute(p: &mut Process, dirfd: i64, va: u64) -> Result<String, Err
     absolute(p, dirfd, &path)
 }
 
+/// Most symlinks followed by [`canonical`] (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+
+/// The canonical form of absolute `path`, as Linux shows an executable in
+/// `/proc/self/exe`: every symlink resolved (through `readlink`, one host
+/// call per component), `..` taken physically. `None` if a component is
+/// missing or a symlink loop is found.
+pub fn canonical(path: &str, readlink: impl Fn(&str) -> Result<Vec<u8>, Errno>) -> Option<String> {
+    let mut done: Vec<String> = Vec::new();
+    // Components still to walk, the next one last.
+    let mut todo: Vec<String> = path.split('/').rev().map(String::from).collect();
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match c.as_str() {
+            "" | "." => continue,
+            ".." => {
+                done.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let mut here = String::new();
+        for d in &done {
+            here.push('/');
+            here.push_str(d);
+        }
+        here.push('/');
+        here.push_str(&c);
+        match readlink(&here) {
+            Ok(target) => {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return None;
+                }
+                let target = String::from_utf8(target).ok()?;
+                if target.starts_with('/') {
+                    done.clear();
+                }
+                todo.extend(target.split('/').rev().map(String::from));
+            }
+            Err(Errno::EINVAL) => done.push(c),
+            Err(_) => return None,
+        }
+    }
+    let mut out = String::new();
+    for d in &done {
+        out.push('/');
+        out.push_str(d);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Some(out)
+}
+
 /// Lexical normal form: no empty, `.` or `..` components (`..` at the
 /// root stays at the root).
 pub fn normalize(path: &str) -> String {

@@ -130,7 +130,7 @@ pub fn link(cur: &mut Process, pid: u32, which: &str) -> Option<String> {
     if !may_access(cur, pid) {
         return None;
     }
-    with_proc(cur, pid, |_, p| {
+    let target = with_proc(cur, pid, |_, p| {
         let p = p?;
         Some(match which {
             "exe" => p.exe.clone(),
@@ -138,7 +138,14 @@ pub fn link(cur: &mut Process, pid: u32, which: &str) -> Option<String> {
             _ => "/".into(),
         })
     })
-    .flatten()
+    .flatten()?;
+    if which != "exe" {
+        return Some(target);
+    }
+    // Linux shows the file with every symlink resolved (the dynamic
+    // loader's `$ORIGIN` comes from `/proc/self/exe`): one `readlink` host
+    // call per component, made with no task lock held.
+    Some(super::path::canonical(&target, super::host::readlink).unwrap_or(target))
 }
 
 /// Memory figures in pages: (size of every mapping, resident, of which

@@ -7,8 +7,10 @@
 //! thread's signal state in the `signal` atomics; a group that is not
 //! running keeps its `Process` in its leader's [`Task`], and a thread that
 //! is not running keeps its signal state in its own. The
-//! kernel is not preemptive: tasks switch only where one blocks (`wait4`,
-//! `vfork`), yields (after `fork`, so the child runs first) or exits.
+//! kernel is not preemptive: tasks switch where one blocks (`wait4`,
+//! `vfork`, a park), yields (after `fork`, so the child runs first) or
+//! exits, and on the way back to user mode when the VMM ended its time
+//! slice ([`slice`]).
 //!
 //! Lock order: `process::PROCESS`, then [`KERNEL`]. No lock is held
 //! across a switch.
@@ -18,6 +20,7 @@ pub mod futex;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
+pub mod slice;
 pub mod spawn;
 pub mod timers;
 pub mod wait;

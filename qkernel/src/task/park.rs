@@ -353,18 +353,7 @@ fn hibernated() -> bool {
 /// on. Called with no lock held when nothing is runnable. `futex_deadline`
 /// is the nearest timed futex wait's (`NEVER`: none).
 pub fn idle_poll(futex_deadline: u64) {
-    let mut fds: Vec<PollFd> = Vec::new();
-    let mut owners: Vec<u32> = Vec::new();
-    for e in PARKED.lock().iter() {
-        for &(fd, events) in &e.fds {
-            fds.push(PollFd {
-                fd,
-                events,
-                revents: 0,
-            });
-            owners.push(e.pid);
-        }
-    }
+    let (mut fds, owners) = parked_fds();
     let mut deadline = if hibernated() {
         NEVER
     } else {
@@ -394,6 +383,29 @@ pub fn idle_poll(futex_deadline: u64) {
         timers::run_expired();
         return;
     }
+    wake_ready(&fds, &owners, rc);
+    timers::run_expired();
+}
+
+/// Every parked fd as a `PollFd`, and the task parked on each.
+fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
+    let mut fds: Vec<PollFd> = Vec::new();
+    let mut owners: Vec<u32> = Vec::new();
+    for e in PARKED.lock().iter() {
+        for &(fd, events) in &e.fds {
+            fds.push(PollFd {
+                fd,
+                events,
+                revents: 0,
+            });
+            owners.push(e.pid);
+        }
+    }
+    (fds, owners)
+}
+
+/// Wakes the owners of the fds a `Poll` that returned `rc` found ready.
+fn wake_ready(fds: &[PollFd], owners: &[u32], rc: i64) {
     let mut ready: Vec<u32> = Vec::new();
     for (i, &pid) in owners.iter().enumerate() {
         // Every task wakes on an error: its retry reports the real one.
@@ -407,6 +419,23 @@ pub fn idle_poll(futex_deadline: u64) {
         let mut k = KERNEL.lock();
         for pid in ready {
             sched::wake(&mut k, pid);
+        }
+    }
+}
+
+/// Wakes, without waiting, the parked tasks whose fds are ready and those
+/// whose deadline passed: a preemption (`task::slice`) calls it so that a
+/// task parked on a socket runs while another computes. One `Poll` host
+/// call when fds are parked.
+pub fn poll_now() {
+    let (mut fds, owners) = parked_fds();
+    if !fds.is_empty() {
+        let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
+        // `call` serves a control request that cut it short, and a
+        // deadline of 0 never waits.
+        let rc = hostcall::call(Call::Poll, [gpa, fds.len() as u64, 0, 0, 0, 0]);
+        if rc != RET_RESTART {
+            wake_ready(&fds, &owners, rc);
         }
     }
     timers::run_expired();

@@ -86,6 +86,7 @@ fn next_task() -> Option<u32> {
             || futex_deadline != super::timers::NEVER
             || super::timers::next_deadline() != super::timers::NEVER
         {
+            super::slice::idle();
             super::park::idle_poll(futex_deadline);
         } else {
             return None;
@@ -200,6 +201,7 @@ pub fn switch(next: u32) {
     // overwrites them, so no leak was observable in a test.)
     arch::user_return::clear_slots();
     set_current(next, next_tgid);
+    super::slice::new_slice();
     let next_rsp = t.rsp;
     drop(k);
     // SAFETY: `prev_rsp` points into the boxed Task of `prev`, which stays
@@ -225,4 +227,5 @@ fn finish_switch() {
 #[unsafe(no_mangle)]
 extern "C" fn task_first_run() {
     finish_switch();
+    super::slice::publish();
 }

@@ -176,6 +176,10 @@ impl<'a> HostCalls<'a> {
             Some(Call::WakeVcpu) => self.smp.map_or(0, |s| s.wake(a[0])),
             // vCPU 0 never idles this way (its idle is the idle poll).
             Some(Call::VcpuIdle) => ENOSYS,
+            Some(Call::SliceWatch) => {
+                self.control.slicer.watch(self.ram);
+                0
+            }
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
             Some(Call::Open) => self.open(a[0], a[1], a[2], a[3]),

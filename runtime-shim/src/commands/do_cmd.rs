@@ -40,10 +40,11 @@ pub fn run(args: &[String], debug: bool) -> i32 {
         Ok(done) => {
             if stats {
                 eprintln!(
-                    "qrun: status {} in {:.3} ms, {} host calls",
+                    "qrun: status {} in {:.3} ms, {} host calls, {} preemptions",
                     done.status,
                     start.elapsed().as_secs_f64() * 1e3,
-                    done.host_calls
+                    done.host_calls,
+                    done.preemptions
                 );
                 eprintln!(
                     "qrun: returned {} bytes while running in {} host calls",

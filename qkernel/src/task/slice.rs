@@ -1,0 +1,110 @@
+//! Preemption by time slices (docs/threads.md, "Preemption").
+//!
+//! The guest has no timer tick. On every way back to user mode the kernel
+//! publishes in the control page (`ControlPage::slice`) whether other
+//! tasks want the vCPU (runnable, parked on host fds, or waiting on a
+//! deadline) and a counter bumped at every switch and idle wait. The VMM's
+//! slice watcher (`qvisor::slice`) posts `control::PREEMPT` with a kick when
+//! the same task has kept the vCPU for a slice while others wait; the kick
+//! lands in user mode (never in kernel code) or the request is read after
+//! the next host call or at the next syscall. At the next return to user
+//! mode, [`at_user_return`] then polls the parked fds without waiting,
+//! fires the expired deadlines and yields to the next runnable task.
+//!
+//! A sandbox with one task never sets the bit and costs nothing more than
+//! a lock and a length check per return to user mode.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+
+use qlib::abi::{CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, Call};
+use qlib::layout::CONTROL_GPA;
+
+use super::{KERNEL, State, futex, park, sched, timers};
+use crate::hostcall;
+use crate::mm::gpa_to_kva;
+
+/// Bumped at every task switch and idle wait: a new slice.
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
+/// `control::PREEMPT` was served: switch at the next return to user mode.
+static NEED_RESCHED: AtomicBool = AtomicBool::new(false);
+/// Preemptions done (the kernel's log at exit).
+pub static PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Bit 0 of the slice word: other tasks want the vCPU.
+const WANTED: u64 = 1;
+
+fn control_word(offset: u64) -> &'static AtomicU64 {
+    // SAFETY: the control page is reserved guest RAM in the direct map,
+    // 8-byte aligned; the VMM and the guest only touch it atomically.
+    unsafe { AtomicU64::from_ptr(gpa_to_kva(CONTROL_GPA + offset) as *mut u64) }
+}
+
+/// A task switch (or an idle wait): the next task starts a new slice.
+pub fn new_slice() {
+    SWITCHES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `control::PREEMPT` arrived.
+pub fn request() {
+    NEED_RESCHED.store(true, Ordering::Relaxed);
+}
+
+/// Whether tasks other than the running one want the vCPU.
+fn others_wait() -> bool {
+    {
+        let k = KERNEL.lock();
+        if k.tasks.len() < 2 {
+            return false;
+        }
+        let runnable = k
+            .runq
+            .iter()
+            .any(|pid| k.tasks.get(pid).is_some_and(|t| t.state == State::Runnable));
+        if runnable {
+            return true;
+        }
+    }
+    park::any()
+        || futex::next_deadline() != timers::NEVER
+        || timers::next_deadline() != timers::NEVER
+}
+
+/// The slice word for `wanted`.
+fn word(wanted: bool) -> u64 {
+    (SWITCHES.load(Ordering::Relaxed) << 1) | if wanted { WANTED } else { 0 }
+}
+
+/// Publishes the slice word; wakes the VMM's watcher if others wait and
+/// it sleeps.
+pub fn publish() {
+    let wanted = others_wait();
+    let slice = control_word(CONTROL_SLICE_OFFSET);
+    let w = word(wanted);
+    if slice.load(Ordering::Relaxed) != w {
+        slice.store(w, Ordering::SeqCst);
+    }
+    if wanted {
+        // Pairs with the watcher's clear-then-read (`qvisor::slice`).
+        fence(Ordering::SeqCst);
+        if control_word(CONTROL_SLICE_WATCH_OFFSET).load(Ordering::SeqCst) == 0 {
+            hostcall::call(Call::SliceWatch, [0; 6]);
+        }
+    }
+}
+
+/// The vCPU goes idle (nothing runnable): no slice runs.
+pub fn idle() {
+    new_slice();
+    control_word(CONTROL_SLICE_OFFSET).store(word(false), Ordering::SeqCst);
+}
+
+/// On every way back to user mode, with no lock held: switches if the
+/// running task's slice is over, then publishes the slice word.
+pub fn at_user_return() {
+    if NEED_RESCHED.swap(false, Ordering::Relaxed) {
+        PREEMPTIONS.fetch_add(1, Ordering::Relaxed);
+        park::poll_now();
+        sched::yield_now();
+    }
+    publish();
+}

@@ -1,0 +1,188 @@
+//! Time slices: the guest kernel has no timer tick, so a task that
+//! computes without syscalls would keep the vCPU forever. The slice
+//! watcher (one thread per sandbox) samples the guest's
+//! `ControlPage::slice` word every [`SLICE`]: when it says other tasks
+//! want the vCPU and its switch counter has not moved since the previous
+//! sample, the running task has had a whole slice, and the watcher posts
+//! `control::PREEMPT` with a kick (`crate::kick`): the guest switches at
+//! its next return to user mode (docs/threads.md, "Preemption").
+//!
+//! Cost: nothing while the guest has one task or its tasks block: the
+//! watcher sleeps on a condvar until the guest, having set the "others
+//! want the vCPU" bit, reads `slice_watch` = 0 and makes a
+//! `Call::SliceWatch` (one exit). After [`QUIET_TICKS`] samples without
+//! that bit it goes back to sleep. The kick is only sent while the vCPU
+//! runs guest code: a task in a host call returns to the guest kernel,
+//! which reads the control page anyway; and a blocking host call is never
+//! cut short (no eventfd poke).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use qlib::abi::{CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, control};
+use qlib::layout::CONTROL_GPA;
+
+use crate::control::ControlChannel;
+use crate::guest_mem::GuestRam;
+use crate::hibernate::Hibernation;
+
+/// The time slice, and the watcher's sampling period.
+pub const SLICE: Duration = Duration::from_millis(10);
+
+/// Samples without competing tasks before the watcher sleeps (1 s).
+const QUIET_TICKS: u32 = 100;
+
+/// Bit 0 of the guest's slice word: other tasks want the vCPU.
+const WANTED: u64 = 1;
+
+/// The watcher's wake-up, shared with the host-call side.
+#[derive(Default)]
+pub struct Slicer {
+    /// The watcher samples (true) or sleeps (false).
+    watching: Mutex<bool>,
+    cv: Condvar,
+    /// `control::PREEMPT` posts, for the stats and tests.
+    pub preempts: AtomicU64,
+}
+
+impl Slicer {
+    /// `Call::SliceWatch`: the guest wants slices; wake the watcher.
+    pub fn watch(&self, ram: &GuestRam) {
+        let mut w = self.watching.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = ram.atomic_or_u64(CONTROL_GPA + CONTROL_SLICE_WATCH_OFFSET, 1);
+        *w = true;
+        drop(w);
+        self.cv.notify_one();
+    }
+
+    /// Wakes the watcher so that it sees the channel shut down.
+    pub fn shutdown(&self) {
+        let _w = self.watching.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_one();
+    }
+}
+
+/// What one sample decides.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Nothing to do.
+    Wait,
+    /// The running task's slice is over: post `PREEMPT`.
+    Preempt,
+}
+
+/// Watcher state across samples.
+#[derive(Default)]
+struct Sampler {
+    last: Option<u64>,
+    quiet: u32,
+}
+
+impl Sampler {
+    /// Looks at the guest's slice `word`.
+    fn sample(&mut self, word: u64) -> Verdict {
+        let same = self.last == Some(word);
+        self.last = Some(word);
+        if word & WANTED == 0 {
+            self.quiet += 1;
+            return Verdict::Wait;
+        }
+        self.quiet = 0;
+        if same {
+            Verdict::Preempt
+        } else {
+            Verdict::Wait
+        }
+    }
+
+    fn quiet(&self) -> bool {
+        self.quiet >= QUIET_TICKS
+    }
+}
+
+/// The guest's slice word (0 if the page cannot be read).
+fn slice_word(ram: &GuestRam) -> u64 {
+    ram.atomic_load_u64(CONTROL_GPA + CONTROL_SLICE_OFFSET)
+        .unwrap_or(0)
+}
+
+/// The watcher thread: ends when the channel shuts down.
+pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
+    let slicer = &channel.slicer;
+    let mut sampler = Sampler::default();
+    let mut w = slicer.watching.lock().unwrap_or_else(|e| e.into_inner());
+    while !channel.stopping() {
+        if !*w {
+            w = slicer.cv.wait(w).unwrap_or_else(|e| e.into_inner());
+            sampler = Sampler::default();
+            continue;
+        }
+        w = slicer
+            .cv
+            .wait_timeout(w, SLICE)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if channel.stopping() {
+            break;
+        }
+        // A hibernated guest does not run: its slices wait for the wake.
+        let word = if hib.holds_guest() {
+            0
+        } else {
+            slice_word(ram)
+        };
+        if sampler.sample(word) == Verdict::Preempt && channel.kick.in_guest() {
+            let _ = ram.atomic_or_u64(CONTROL_GPA, control::PREEMPT);
+            slicer.preempts.fetch_add(1, Ordering::Relaxed);
+            channel.kick.request();
+        }
+        if sampler.quiet() {
+            // Sleep; the guest sets WANTED then reads slice_watch, we clear
+            // slice_watch then read WANTED (both SeqCst): one of us sees
+            // the other, so no slice is missed.
+            let _ = ram.atomic_and_u64(CONTROL_GPA + CONTROL_SLICE_WATCH_OFFSET, 0);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if slice_word(ram) & WANTED != 0 && !hib.holds_guest() {
+                let _ = ram.atomic_or_u64(CONTROL_GPA + CONTROL_SLICE_WATCH_OFFSET, 1);
+                sampler.quiet = 0;
+            } else {
+                *w = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preempts_only_after_a_whole_slice_with_others_waiting() {
+        let mut s = Sampler::default();
+        assert_eq!(s.sample(4 | WANTED), Verdict::Wait);
+        assert_eq!(s.sample(4 | WANTED), Verdict::Preempt);
+        // A switch happened: a new slice.
+        assert_eq!(s.sample(6 | WANTED), Verdict::Wait);
+        assert_eq!(s.sample(6 | WANTED), Verdict::Preempt);
+        // Nobody else wants the vCPU.
+        assert_eq!(s.sample(6), Verdict::Wait);
+        assert_eq!(s.sample(6), Verdict::Wait);
+    }
+
+    #[test]
+    fn goes_quiet_after_a_second_without_competition() {
+        let mut s = Sampler::default();
+        for _ in 0..QUIET_TICKS - 1 {
+            s.sample(8);
+        }
+        assert!(!s.quiet());
+        s.sample(8 | WANTED);
+        s.sample(8);
+        assert!(!s.quiet());
+        for _ in 0..QUIET_TICKS {
+            s.sample(8);
+        }
+        assert!(s.quiet());
+    }
+}

@@ -1,0 +1,96 @@
+//! Preemption by time slices (docs/threads.md, "Preemption"): threads and
+//! processes that spin in user mode without a syscall share the vCPU. The
+//! `timeslice` program checks that the spins overlap in time and that a
+//! sleeping thread wakes while they spin (without preemption the first
+//! spinner keeps the vCPU until its time is up); native and sandboxed runs
+//! must print the same. A sandbox with one task must not be preempted.
+//!
+//! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
+//! fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{assert_same, require_kvm, run_native, run_qrun, stderr, stdout};
+
+/// `timeslice ARGS` natively and sandboxed (`--stats`): the same output;
+/// returns the sandbox's preemption count.
+fn same(args: &[&str]) -> u64 {
+    let prog = test_apps::path("timeslice");
+    let native = run_native(&prog, args, &[]);
+    assert!(
+        stdout(&native).contains(" ok") && native.status == 0,
+        "the native run already fails: {native:?}"
+    );
+    let t = Instant::now();
+    let mut qargs = vec!["do".to_string(), "--stats".into(), "--".into()];
+    qargs.push(prog.display().to_string());
+    qargs.extend(args.iter().map(|a| a.to_string()));
+    let mut sandboxed = run_qrun(&qargs);
+    let took = t.elapsed();
+    let preemptions = preemptions(&stderr(&sandboxed));
+    eprintln!("timeslice {args:?}: {took:?}, {preemptions} preemptions");
+    // The stats lines are the sandbox's own.
+    sandboxed.stderr = stderr(&sandboxed)
+        .lines()
+        .filter(|l| !l.starts_with("qrun: status") && !l.starts_with("qrun: returned"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes();
+    assert_same(&format!("timeslice {args:?}"), &native, &sandboxed);
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    preemptions
+}
+
+/// The preemption count of `qrun do --stats`' last line.
+fn preemptions(err: &str) -> u64 {
+    let line = err
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("qrun: status"))
+        .unwrap_or_else(|| panic!("no stats line in {err:?}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "preemptions")
+        .unwrap_or_else(|| panic!("no preemption count in {line:?}"));
+    words[at - 1].parse().expect("a number")
+}
+
+#[test]
+fn spinning_threads_share_the_vcpu() {
+    if !require_kvm() {
+        return;
+    }
+    assert!(same(&["threads", "2"]) > 0);
+    assert!(same(&["threads", "3"]) > 0);
+}
+
+#[test]
+fn spinning_processes_share_the_vcpu() {
+    if !require_kvm() {
+        return;
+    }
+    assert!(same(&["procs", "2"]) > 0);
+}
+
+/// One task alone spinning: nobody to switch to, no slice ends.
+#[test]
+fn a_lone_task_is_never_preempted() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_qrun(&[
+        "do".to_string(),
+        "--stats".into(),
+        "--".into(),
+        test_apps::path("spin").display().to_string(),
+        "checksum".into(),
+        "300".into(),
+    ]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(preemptions(&stderr(&out)), 0, "{out:?}");
+}

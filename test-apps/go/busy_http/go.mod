@@ -1,0 +1,3 @@
+module busy_http
+
+go 1.21
