@@ -1,7 +1,9 @@
 //! containerd (Debian's, its daemon started here with a private root,
 //! state and socket) runs containers through `qrun` as its runc binary:
 //! `ctr run --runc-binary <qrun> --rootfs DIR ID CMD`, end to end, and
-//! `ctr task kill --signal SIGSTOP` / `SIGCONT` hibernate and wake it.
+//! `ctr task kill --signal SIGSTOP` / `SIGCONT` hibernate and wake it;
+//! `ctr task exec` runs more processes in it (`qrun exec --detach
+//! --pid-file`, the shim reaping the waiter).
 
 mod common;
 
@@ -167,6 +169,43 @@ fn ctr_runs_qrun_and_sigstop_hibernates() {
     ]);
     assert_eq!(d.task_status(sleep), "RUNNING");
 
+    // `ctr task exec`: the shim runs `qrun exec --detach --pid-file` and
+    // reports the process's output and exit status as runc's.
+    let out = d.ok(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "x1",
+        sleep,
+        "/bin/busybox",
+        "echo",
+        "from exec",
+    ]);
+    assert_eq!(out, "from exec\n");
+    let o = d
+        .ctr(&[
+            "task",
+            "exec",
+            "--exec-id",
+            "x2",
+            sleep,
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
+        .expect("ctr task exec");
+    assert_eq!(o.status.code(), Some(3), "exit status of the exec: {o:?}");
+    let o = d
+        .ctr(&["task", "exec", "--exec-id", "x3", sleep, "/nope"])
+        .expect("ctr task exec");
+    assert!(!o.status.success(), "exec of a missing binary: {o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no such file or directory"),
+        "runc's error for a missing binary: {o:?}"
+    );
+    assert_eq!(d.task_status(sleep), "RUNNING");
+
     // SIGSTOP becomes a hibernate request on the sandbox's control socket,
     // SIGCONT a wake; qrun's state (kept where containerd's runc shim
     // points `--root`) shows each as the `qrun.hibernation` annotation.
@@ -178,6 +217,21 @@ fn ctr_runs_qrun_and_sigstop_hibernates() {
 
     d.ok(&["task", "pause", sleep]);
     assert_eq!(d.task_status(sleep), "PAUSED");
+    let o = d
+        .ctr(&[
+            "task",
+            "exec",
+            "--exec-id",
+            "x4",
+            sleep,
+            "/bin/busybox",
+            "true",
+        ])
+        .expect("ctr task exec");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot exec in a paused state"),
+        "exec into a paused task is refused: {o:?}"
+    );
     d.ok(&["task", "resume", sleep]);
 
     d.ok(&["task", "kill", "--signal", "SIGKILL", sleep]);
