@@ -137,6 +137,7 @@ mod kernel {
             hostcall::boot_error("boot data outside guest RAM");
         }
         crate::seccomp::init(boot_slice(info.seccomp));
+        crate::signal::set_init(info.flags & qlib::abi::BOOT_INIT != 0);
         mm::pagetable::init_entry_map();
         start_secondaries(info.cpus);
         log::debug!(

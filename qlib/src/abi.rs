@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 10;
+pub const ABI_VERSION: u64 = 11;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -376,9 +376,17 @@ pub struct BootInfo {
     /// vCPUs the VMM created (1..=[`MAX_VCPUS`]); vCPU k > 0 boots with
     /// RDI = k.
     pub cpus: u64,
+    /// [`BOOT_INIT`] and future option bits. Added in ABI version 11.
+    pub flags: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 328);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 336);
+
+/// [`BootInfo::flags`] bit: the program is an OCI container's pid 1 and
+/// gets Linux's init semantics for signals (pid_namespaces(7)): a signal
+/// whose action is the default is dropped, unless it is SIGKILL from the
+/// host; faults still end it.
+pub const BOOT_INIT: u64 = 1;
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -35,6 +35,8 @@ pub struct Program<'a> {
     pub seccomp: &'a [u8],
     /// vCPUs (1..=`qlib::abi::MAX_VCPUS`).
     pub cpus: u64,
+    /// `qlib::abi::BootInfo::flags` (`BOOT_INIT`).
+    pub flags: u64,
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -291,6 +293,7 @@ pub fn write_boot_info(
         exe: exe_v,
         seccomp: seccomp_v,
         cpus: program.cpus,
+        flags: program.flags,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

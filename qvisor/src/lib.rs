@@ -96,6 +96,11 @@ pub struct SandboxConfig {
     /// vCPUs (1..=[`MAX_CPUS`]). Tasks run on vCPU 0 only for now; the
     /// others boot and wait in the host (docs/smp.md).
     pub cpus: usize,
+    /// Give the program Linux's pid-namespace init semantics for signals
+    /// (an OCI container's pid 1): signals it has no handler for are
+    /// dropped, except SIGKILL from the host (`qlib::abi::BOOT_INIT`).
+    /// `false` for `qrun do`, whose program is an ordinary process.
+    pub init: bool,
 }
 
 /// Most vCPUs a sandbox has.
@@ -121,6 +126,7 @@ impl SandboxConfig {
             private_abstract: true,
             kvm: None,
             cpus: 1,
+            init: false,
         }
     }
 }
@@ -171,6 +177,7 @@ impl Sandbox {
             hostname: &config.hostname,
             seccomp: &config.seccomp,
             cpus: config.cpus as u64,
+            flags: if config.init { qlib::abi::BOOT_INIT } else { 0 },
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

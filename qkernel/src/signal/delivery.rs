@@ -80,6 +80,9 @@ pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
         match act.handler {
             1 => continue,
             0 if DEFAULT_IGNORE & bit(sig) != 0 => continue,
+            // Queued while blocked, still without a handler: pid 1 with
+            // init semantics drops it (Linux's `get_signal`).
+            0 if super::init_spares(crate::task::current_tgid()) => continue,
             0 => {
                 log::info!("program killed by signal {sig}");
                 crate::task::exit_current(crate::task::Status::Killed(sig))

@@ -24,7 +24,7 @@ pub use delivery::{deliver, sigreturn, suspend_with};
 
 use delivery::SUSPEND_MASK;
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
@@ -74,6 +74,25 @@ static SHARED_INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
 /// A fatal signal for the whole running thread group (0: none): every
 /// thread of it ends at its next return to user mode (`deliver`).
 static GROUP_KILL: AtomicU32 = AtomicU32::new(0);
+/// Pid 1 has Linux's pid-namespace init semantics (`BOOT_INIT`): a
+/// signal whose action is the default never ends it, except SIGKILL from
+/// the host ([`deliver_from_host`]) and faults ([`force_fault`]).
+static INIT: AtomicBool = AtomicBool::new(false);
+
+/// Gives pid 1 init semantics (an OCI container's program), or not
+/// (`qrun do`); set once at boot.
+pub fn set_init(on: bool) {
+    INIT.store(on, Ordering::Relaxed);
+}
+
+/// Whether a sent signal whose default action would end thread group `g`
+/// is dropped instead: `g` is pid 1 with init semantics. As Linux's
+/// `SIGNAL_UNKILLABLE`: this holds for signals from any process of the
+/// sandbox, pid 1 itself included (`raise`, `kill(1, SIGKILL)`), and for
+/// kernel-sent ones (`SIGPIPE`, `SIGALRM`), not for faults.
+pub fn init_spares(g: u32) -> bool {
+    g == 1 && INIT.load(Ordering::Relaxed)
+}
 
 /// The dispositions of a thread group as bit sets.
 #[derive(Debug, Clone, Copy, Default)]
@@ -341,8 +360,13 @@ pub fn pending() -> u64 {
 }
 
 /// The fatal signal that ends the running group (`send`): pid 1's group
-/// ends the sandbox at once, any other at the next return to user mode.
+/// ends the sandbox at once (unless it is spared: [`init_spares`]), any
+/// other at the next return to user mode.
 pub fn kill_group(sig: u32) {
+    if init_spares(crate::task::current_tgid()) {
+        log::debug!("pid 1 has no handler for signal {sig}: dropped");
+        return;
+    }
     if crate::task::current_tgid() == 1 {
         log::info!("program killed by signal {sig}");
         hostcall::exit(128 + sig as i32);
@@ -433,12 +457,17 @@ fn take_next() -> Option<(u32, Info)> {
 
 /// Acts on the signals in `mask` (bit `n - 1` = signal `n`) sent from the
 /// host: each becomes pending, or ends the program (`send`). They go to
-/// pid 1, whichever task runs.
+/// pid 1, whichever task runs. SIGKILL from the host always ends it, even
+/// with init semantics (Linux forces SIGKILL from an ancestor namespace).
 pub fn deliver_from_host(mask: u64) {
     let mut m = mask;
     while m != 0 {
         let sig = m.trailing_zeros() + 1;
         m &= m - 1;
+        if sig == SIGKILL {
+            log::info!("program killed by signal {sig} from the host");
+            hostcall::exit(128 + sig as i32);
+        }
         if crate::task::current_tgid() == 1 {
             send(sig, Info::user(SI_USER, 0, 0));
         } else {

@@ -212,6 +212,10 @@ pub fn exit_thread(code: u8) -> ! {
 
 /// Kills thread group `g`, which is not running, with signal `sig`.
 fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
+    if signal::init_spares(g) {
+        log::debug!("pid 1 has no handler for signal {sig}: dropped");
+        return;
+    }
     if g == 1 {
         log::info!("pid 1 killed by signal {sig}");
         crate::hostcall::exit(128 + sig as i32);

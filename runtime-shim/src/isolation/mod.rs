@@ -216,6 +216,8 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     // In a network namespace of its own (made or joined) the abstract
     // AF_UNIX names are the container's; in the host's they are tagged.
     config.private_abstract = !plan.has_namespace(NsKind::Network);
+    // The program is the container's pid 1, as under runc.
+    config.init = true;
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {
