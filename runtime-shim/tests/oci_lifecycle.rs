@@ -124,11 +124,17 @@ fn create_start_state_kill_delete() {
     refused(&root.0, "c1", &["kill", "c1", "99"], "unknown signal");
     refused(&root.0, "c1", &["resume", "c1"], "container not paused");
 
+    // The program is pid 1 without a SIGTERM handler: as under runc,
+    // SIGTERM does nothing (pid_namespaces(7)); SIGKILL ends it.
     let out = qrun_at(&root.0, &["kill", "c1", "TERM"]);
     assert_eq!(out.status, 0, "kill TERM: {out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(status(&root.0, "c1"), "running", "SIGTERM to pid 1");
+    let out = qrun_at(&root.0, &["kill", "c1", "KILL"]);
+    assert_eq!(out.status, 0, "kill KILL: {out:?}");
     wait_status(&root.0, "c1", "stopped");
     let s = state(&root.0, "c1").expect("state");
-    assert_eq!(s["annotations"]["qrun.exitStatus"], "143", "{s}");
+    assert_eq!(s["annotations"]["qrun.exitStatus"], "137", "{s}");
     refused(&root.0, "c1", &["start", "c1"], "has stopped");
     refused(
         &root.0,

@@ -1,0 +1,197 @@
+//! An OCI container's program is pid 1 of its pid namespace, and Linux
+//! (pid_namespaces(7)) gives it init semantics: a signal it has no handler
+//! for is dropped, whether another process of the container, the program
+//! itself or the runtime sent it, except SIGKILL (and SIGSTOP) from an
+//! ancestor namespace; faults still end it. So `kill TERM` to a `sleep`
+//! container does nothing under runc and `docker stop` waits, then
+//! SIGKILLs (137). The same bundle (`init_sig MODE`) runs under runc and
+//! qrun (`RT --root DIR run`) and must end the same way.
+//!
+//! Needs /dev/kvm (qrun's side) and runc: without /dev/kvm a test says
+//! SKIPPED loudly, and fails under `CI=true`.
+
+#![forbid(unsafe_code)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::bundle::bundle;
+use common::require_kvm;
+use common::server::Server;
+use common::tmp::TempDir;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rt {
+    Runc,
+    Qrun,
+}
+
+const BOTH: [Rt; 2] = [Rt::Runc, Rt::Qrun];
+
+impl Rt {
+    fn program(self) -> std::path::PathBuf {
+        match self {
+            Rt::Runc => "runc".into(),
+            Rt::Qrun => common::qrun(),
+        }
+    }
+
+    fn cmd(self, root: &Path) -> Command {
+        let mut c = Command::new(self.program());
+        c.arg("--root").arg(root);
+        c
+    }
+
+    /// `RT --root ROOT ARGS`: its shell status.
+    fn run(self, root: &Path, args: &[&str]) -> i32 {
+        let st = self
+            .cmd(root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("{self:?} {args:?}: {e} (runc: scripts/deps.sh)"));
+        common::shell_status(st)
+    }
+
+    /// The container's status (`state`), or `<none>`.
+    fn status(self, root: &Path, id: &str) -> String {
+        let out = self
+            .cmd(root)
+            .args(["state", id])
+            .output()
+            .expect("state");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["status"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "<none>".into())
+    }
+}
+
+/// A container running `init_sig MODE` in the foreground (`run`), once it
+/// printed "ready"; it is force-deleted when dropped.
+struct Running {
+    rt: Rt,
+    root: TempDir,
+    id: String,
+    server: Server,
+}
+
+impl Running {
+    fn start(rt: Rt, bundle: &Path, mode: &str) -> Running {
+        let root = TempDir::new("init-sig-root");
+        let id = format!("init-{mode}-{}", std::process::id());
+        let mut cmd = rt.cmd(&root.0);
+        cmd.args(["run", "--bundle"]).arg(bundle).arg(&id);
+        let mut server = Server::spawn(cmd);
+        let pid = server.wait_line("ready pid ", Duration::from_secs(15));
+        assert_eq!(pid, "1", "{rt:?}: the program is pid 1");
+        Running {
+            rt,
+            root,
+            id,
+            server,
+        }
+    }
+
+    fn kill(&self, sig: &str) {
+        let st = self.rt.run(&self.root.0, &["kill", &self.id, sig]);
+        assert_eq!(st, 0, "{:?} kill {sig}", self.rt);
+    }
+
+    /// The exit status of `run` (the program's).
+    fn exit(&mut self) -> i32 {
+        self.server.wait_exit(Duration::from_secs(15)).0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.rt.run(&self.root.0, &["delete", "--force", &self.id]);
+    }
+}
+
+fn init_bundle(dir: &Path, mode: &str) {
+    let prog = test_apps::path("init_sig");
+    bundle(dir, &[("/init_sig", &prog)], &["/init_sig", mode], |_| {});
+}
+
+/// No SIGTERM handler: `kill TERM` leaves the container running, `kill
+/// KILL` ends it with 137, under runc and qrun alike. (Before init
+/// semantics qrun's program died of SIGTERM at once: 143.)
+#[test]
+fn sigterm_without_a_handler_leaves_pid_1_running() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("init-sig-wait");
+    init_bundle(&b.0, "wait");
+    for rt in BOTH {
+        let mut c = Running::start(rt, &b.0, "wait");
+        c.kill("TERM");
+        c.kill("INT");
+        c.kill("HUP");
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            rt.status(&c.root.0, &c.id),
+            "running",
+            "{rt:?}: pid 1 without handlers survives TERM, INT and HUP"
+        );
+        c.kill("KILL");
+        assert_eq!(c.exit(), 137, "{rt:?}: SIGKILL from the runtime is forced");
+    }
+}
+
+/// A SIGTERM handler runs: the program exits 42 from it.
+#[test]
+fn sigterm_with_a_handler_reaches_pid_1() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("init-sig-handler");
+    init_bundle(&b.0, "handler");
+    for rt in BOTH {
+        let mut c = Running::start(rt, &b.0, "handler");
+        c.kill("TERM");
+        assert_eq!(c.exit(), 42, "{rt:?}: the handler ran");
+    }
+}
+
+/// Signals from inside the container do not end pid 1 either, SIGKILL
+/// included: sent by pid 1 itself (`self`: exits 7) or by a child
+/// (`child`: exits 8).
+#[test]
+fn signals_from_inside_do_not_end_pid_1() {
+    if !require_kvm() {
+        return;
+    }
+    for (mode, want) in [("self", 7), ("child", 8)] {
+        let b = TempDir::new("init-sig-inside");
+        init_bundle(&b.0, mode);
+        for rt in BOTH {
+            let mut c = Running::start(rt, &b.0, mode);
+            assert_eq!(c.exit(), want, "{rt:?} {mode}");
+        }
+    }
+}
+
+/// `abort()` still ends pid 1: its SIGABRT is dropped, then musl's crash
+/// instruction faults, and a fault is forced (139 under runc and qrun).
+#[test]
+fn abort_still_ends_pid_1() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("init-sig-abort");
+    init_bundle(&b.0, "abort");
+    let got: Vec<i32> = BOTH
+        .iter()
+        .map(|&rt| Running::start(rt, &b.0, "abort").exit())
+        .collect();
+    assert_eq!(got[0], got[1], "runc vs qrun: {got:?}");
+    assert_eq!(got[0], 139, "runc: abort() as pid 1 dies of the fault");
+}
