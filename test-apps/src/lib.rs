@@ -66,6 +66,8 @@ pub const ALL: &[&str] = &[
     "free_probe",
     "fileops_special",
     "hello",
+    // Signals to a container's pid 1 under runc and qrun (init_signals).
+    "init_sig",
     // Hibernation tests and bench: a 64 MiB pattern driven over stdin.
     "hib_pattern",
     "http_server",
