@@ -60,11 +60,7 @@ impl Rt {
 
     /// The container's status (`state`), or `<none>`.
     fn status(self, root: &Path, id: &str) -> String {
-        let out = self
-            .cmd(root)
-            .args(["state", id])
-            .output()
-            .expect("state");
+        let out = self.cmd(root).args(["state", id]).output().expect("state");
         serde_json::from_slice::<serde_json::Value>(&out.stdout)
             .ok()
             .and_then(|v| v["status"].as_str().map(str::to_owned))
