@@ -271,8 +271,12 @@ fn shell_tar_gzip_round_trip() {
     ));
     assert_eq!(out, "same\ngzip 0\n");
     assert_eq!(
-        shell("busybox timeout -s KILL 1 busybox sleep 5; echo $?; (exit 3) | busybox cat; echo ${PIPESTATUS:-x} $?"),
-        shell_native("busybox timeout -s KILL 1 busybox sleep 5; echo $?; (exit 3) | busybox cat; echo ${PIPESTATUS:-x} $?")
+        shell(
+            "busybox timeout -s KILL 1 busybox sleep 5; echo $?; (exit 3) | busybox cat; echo ${PIPESTATUS:-x} $?"
+        ),
+        shell_native(
+            "busybox timeout -s KILL 1 busybox sleep 5; echo $?; (exit 3) | busybox cat; echo ${PIPESTATUS:-x} $?"
+        )
     );
 }
 
@@ -292,7 +296,11 @@ fn make_builds_a_c_project() {
     }
     let tmp = TempDir::new("make");
     let dir = tmp.path();
-    std::fs::write(dir.join("add.c"), "int add(int a, int b) { return a + b; }\n").unwrap();
+    std::fs::write(
+        dir.join("add.c"),
+        "int add(int a, int b) { return a + b; }\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("main.c"),
         "#include <stdio.h>\nint add(int, int);\nint main(void) { printf(\"%d\\n\", add(2, 3)); return 0; }\n",

@@ -382,7 +382,11 @@ fn maps(p: &mut Process) -> String {
             perm(1, 'r'),
             perm(2, 'w'),
             perm(4, 'x'),
-            if v.kind == VmaKind::SharedAnon { 's' } else { 'p' },
+            if v.kind == VmaKind::SharedAnon {
+                's'
+            } else {
+                'p'
+            },
         );
         if name.is_empty() {
             let _ = writeln!(s, "{line} ");
