@@ -33,6 +33,9 @@ pub const ALL: &[&str] = &[
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.
     "dyn_hello",
     "dyn_hello_musl",
+    "spawn",
+    "spawn_musl",
+    "cowmatrix",
     "escape",
     // execve: errors, what survives an exec, a `#!` script, /bin/echo.
     "exec_chain",

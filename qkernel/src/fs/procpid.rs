@@ -173,7 +173,9 @@ fn memory(p: &mut Process) -> Mem {
         m.size += pages;
         match v.kind {
             VmaKind::Stack => m.stack += pages,
-            VmaKind::Heap | VmaKind::Anon if v.prot & 2 != 0 => m.data += pages,
+            VmaKind::Heap | VmaKind::Anon | VmaKind::SharedAnon if v.prot & 2 != 0 => {
+                m.data += pages
+            }
             _ => {}
         }
         // Count present leaf entries; skip a whole 2 MiB when its page
@@ -381,12 +383,17 @@ fn maps(p: &mut Process) -> String {
             _ => "",
         };
         let line = format!(
-            "{:08x}-{:08x} {}{}{}p 00000000 00:00 0",
+            "{:08x}-{:08x} {}{}{}{} 00000000 00:00 0",
             v.start,
             v.end,
             perm(1, 'r'),
             perm(2, 'w'),
             perm(4, 'x'),
+            if v.kind == VmaKind::SharedAnon {
+                's'
+            } else {
+                'p'
+            },
         );
         if name.is_empty() {
             let _ = writeln!(s, "{line} ");

@@ -245,7 +245,10 @@ impl AddrSpace {
                         // PROT_NONE: keep the page, make it inaccessible.
                         frames::put(pte.addr());
                         0
-                    } else if frames::user_refs(pte.addr()) > 1 || in_file_window(pte.addr()) {
+                    } else if (frames::user_refs(pte.addr()) > 1
+                        && self.vmas.find(va).map(|v| v.kind) != Some(VmaKind::SharedAnon))
+                        || in_file_window(pte.addr())
+                    {
                         // Shared copy-on-write (or a file page): writable
                         // on the next fault.
                         Pte::new(pte.addr(), pte_flags(prot) & !qlib::pte::WRITABLE).0

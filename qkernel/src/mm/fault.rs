@@ -8,7 +8,7 @@ use qlib::pte::{Pte, WRITABLE};
 use super::{frames, gpa_to_kva};
 
 use super::addr_space::{AddrSpace, pte_flags};
-use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE};
+use super::vma::{PROT_EXEC, PROT_READ, PROT_WRITE, VmaKind};
 
 /// Pages mapped per fault (an aligned window around the faulting page).
 pub const FAULT_AROUND_PAGES: u64 = 16;
@@ -67,7 +67,10 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         let pte = Pte(unsafe { *leaf });
         let gpa = pte.addr();
         // A file page is shared with the page cache: never written.
-        let shared = pte.present() && (frames::user_refs(gpa) > 1 || in_file_window(gpa));
+        // Frames of `MAP_SHARED` anonymous memory stay shared on write.
+        let shared = pte.present()
+            && vma.kind != VmaKind::SharedAnon
+            && (frames::user_refs(gpa) > 1 || in_file_window(gpa));
         let mut flags = pte_flags(vma.prot);
         let new = if shared && error & PF_WRITE != 0 {
             // Copy-on-write after fork, or a write to a private file

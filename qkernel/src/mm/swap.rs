@@ -54,7 +54,7 @@ use spin::Mutex;
 
 use super::addr_space::{AddrSpace, pte_flags};
 use super::fault::FaultError;
-use super::vma::Vma;
+use super::vma::{Vma, VmaKind};
 use super::{frames, gpa_to_kva};
 use crate::{arch, hostcall};
 
@@ -75,6 +75,10 @@ struct SwapState {
     had_reap: bool,
     /// Swap faults since the last hibernation.
     faults: u64,
+    /// Slots of `MAP_SHARED` anonymous pages already read back by one
+    /// process while other PTEs still name them: the frame they got (this
+    /// map holds a reference), so every sharer maps the same frame.
+    resident: BTreeMap<u64, u64>,
 }
 
 static STATE: Mutex<SwapState> = Mutex::new(SwapState {
@@ -83,6 +87,7 @@ static STATE: Mutex<SwapState> = Mutex::new(SwapState {
     first_free: 0,
     had_reap: false,
     faults: 0,
+    resident: BTreeMap::new(),
 });
 
 /// Software bit 10 of a present user PTE (ignored by the MMU): the page is
@@ -131,6 +136,9 @@ impl SwapState {
         *count = count.saturating_sub(1);
         if *count == 0 {
             self.first_free = self.first_free.min(slot as usize);
+            if let Some(gpa) = self.resident.remove(&slot) {
+                frames::put(gpa);
+            }
         }
     }
 }
@@ -554,13 +562,23 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
     let window = SWAP_IN_PAGES * 4096;
     let start = (page & !(window - 1)).max(vma.start);
     let end = ((page & !(window - 1)) + window).min(vma.end);
+    let shared = vma.kind == VmaKind::SharedAnon;
     let mut batch: Vec<(u64, *mut u64, SwapPage)> = Vec::new();
+    // Shared pages another process already read back: (leaf, frame, slot).
+    let mut reuse: Vec<(*mut u64, u64, u64)> = Vec::new();
     let mut va = start;
     while va < end {
         if let Some(leaf) = mm.pt.leaf(va, false) {
             // SAFETY: `leaf` points into a live page-table page of `mm`.
             let pte = Pte(unsafe { *leaf });
-            if pte.swapped() {
+            let known = if shared && pte.swapped() {
+                STATE.lock().resident.get(&pte.swap_slot()).copied()
+            } else {
+                None
+            };
+            if let Some(gpa) = known {
+                reuse.push((leaf, gpa, pte.swap_slot()));
+            } else if pte.swapped() {
                 let Some(gpa) = frames::alloc_zeroed() else {
                     if va <= page {
                         free_batch(&batch);
@@ -575,7 +593,11 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
         va += 4096;
     }
     let pages: Vec<SwapPage> = batch.iter().map(|b| b.2).collect();
-    let rc = send(Call::SwapIn, &pages);
+    let rc = if pages.is_empty() {
+        0
+    } else {
+        send(Call::SwapIn, &pages)
+    };
     if rc < 0 {
         log::error!("swap-in at {page:#x} failed: {rc}");
         free_batch(&batch);
@@ -587,7 +609,18 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
     for (_, leaf, sp) in batch {
         // SAFETY: as above; not-present -> present needs no TLB flush.
         unsafe { *leaf = Pte::new(sp.gpa, flags).0 };
+        if shared && st.slots.get(sp.slot as usize).is_some_and(|&c| c > 1) {
+            // Other PTEs still name the slot: they get this frame.
+            frames::get(sp.gpa);
+            st.resident.insert(sp.slot, sp.gpa);
+        }
         st.put_slot(sp.slot);
+    }
+    for (leaf, gpa, slot) in reuse {
+        frames::get(gpa);
+        // SAFETY: as above.
+        unsafe { *leaf = Pte::new(gpa, flags).0 };
+        st.put_slot(slot);
     }
     Ok(())
 }

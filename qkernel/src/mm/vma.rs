@@ -16,6 +16,9 @@ pub const PROT_EXEC: u32 = 4;
 pub enum VmaKind {
     /// Anonymous memory (`mmap`, program segments' zero fill).
     Anon,
+    /// `MAP_SHARED | MAP_ANONYMOUS` memory: a fork shares its frames
+    /// (writable in both processes) instead of copying them on write.
+    SharedAnon,
     /// The `brk` heap.
     Heap,
     /// The main thread's stack.

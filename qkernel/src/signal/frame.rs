@@ -142,6 +142,8 @@ fn siginfo(s: &Saved<'_>) -> [u64; 16] {
     } else {
         u64::from(i.pid) | (u64::from(i.uid) << 32)
     };
+    // SIGCHLD: si_status (si_utime and si_stime stay 0).
+    w[3] = u64::from(i.status as u32);
     w
 }
 

@@ -280,6 +280,8 @@ pub struct Info {
     pub uid: u32,
     /// `si_addr` (faults), or 0.
     pub addr: u64,
+    /// `si_status` of a `SIGCHLD` (exit code or signal), or 0.
+    pub status: i32,
     /// Trap number and error code of a fault, for the `sigcontext`.
     pub trapno: u64,
     pub error: u64,
@@ -291,6 +293,7 @@ impl Info {
         pid: 0,
         uid: 0,
         addr: 0,
+        status: 0,
         trapno: 0,
         error: 0,
     };

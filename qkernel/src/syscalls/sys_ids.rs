@@ -82,6 +82,40 @@ pub fn getresgid(p: &mut Process, a: &[u64; 6]) -> SysResult {
     put_three(p, a, [ids[2], ids[3], ids[3]])
 }
 
+/// Sets the real and effective ids at `at` (0: uids, 2: gids) from
+/// `real` and `eff` (-1: unchanged); the saved id is not kept apart from
+/// the effective one (as `getresuid` reports it), so `saved` must be -1 or
+/// a value `eff` could take. Root (`CAP_SETUID`/`CAP_SETGID`) may set any
+/// value; others only their current real or effective id.
+fn set_ids(p: &mut Process, at: usize, real: u64, eff: u64, saved: u64) -> SysResult {
+    let privileged = container_root(&p.ids);
+    let cur = [p.ids[at], p.ids[at + 1]];
+    let arg = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
+    for v in [arg(real), arg(eff), arg(saved)].into_iter().flatten() {
+        if !privileged && !cur.contains(&v) {
+            return Err(Errno::EPERM);
+        }
+    }
+    if let Some(v) = arg(real) {
+        p.ids[at] = v;
+    }
+    if let Some(v) = arg(eff) {
+        p.ids[at + 1] = v;
+    }
+    Ok(0)
+}
+
+/// `setresuid(ruid, euid, suid)` (glibc's `posix_spawn` calls it with the
+/// current ids for `POSIX_SPAWN_RESETIDS`, e.g. GNU make).
+pub fn setresuid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_ids(p, 0, a[0], a[1], a[2])
+}
+
+/// `setresgid(rgid, egid, sgid)`.
+pub fn setresgid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_ids(p, 2, a[0], a[1], a[2])
+}
+
 const PRIO_PROCESS: u64 = 0;
 const PRIO_PGRP: u64 = 1;
 const PRIO_USER: u64 = 2;

@@ -96,7 +96,12 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
             return Err(e);
         }
     } else {
-        mm.add_vma(start, start + len, prot as u32, VmaKind::Anon);
+        let kind = if flags & MAP_SHARED != 0 {
+            VmaKind::SharedAnon
+        } else {
+            VmaKind::Anon
+        };
+        mm.add_vma(start, start + len, prot as u32, kind);
         if flags & MAP_POPULATE != 0 {
             mm.populate(start, start + len)?;
         }

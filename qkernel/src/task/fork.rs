@@ -45,6 +45,8 @@ pub struct ForkArgs {
 /// Copies `mm` for a child: every present page is shared read-only with a
 /// reference for the child, and the first write to it by either side
 /// copies it (`mm::fault`). Swapped pages are read back first.
+/// `MAP_SHARED` anonymous VMAs are populated and their frames shared
+/// writable, so writes on either side are seen by the other (as Linux).
 fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
     let mut child = AddrSpace::new();
     child.brk_start = mm.brk_start;
@@ -57,6 +59,12 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                 continue;
             }
             child.vmas.insert(*vma);
+            let shared_anon = vma.kind == VmaKind::SharedAnon;
+            if shared_anon {
+                // Both sides must map the same frames, including pages not
+                // touched yet: the parent gets them all now.
+                mm.populate(vma.start, vma.end)?;
+            }
             let mut va = vma.start;
             while va < vma.end {
                 let Some(mut leaf) = mm.pt.leaf(va, false) else {
@@ -72,7 +80,13 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                     pte = Pte(unsafe { *leaf });
                 }
                 if pte.present() {
-                    let shared = pte.0 & !WRITABLE;
+                    // Shared memory keeps its PTE (writable as the VMA
+                    // allows) on both sides; the rest is copy-on-write.
+                    let shared = if shared_anon {
+                        pte.0
+                    } else {
+                        pte.0 & !WRITABLE
+                    };
                     let cleaf = child.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
                     frames::get(pte.addr());
                     // SAFETY: `leaf` and `cleaf` point into live page-table

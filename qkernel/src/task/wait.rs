@@ -101,8 +101,11 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
 }
 
 fn child_info(pid: u32, st: Status) -> Info {
-    let (code, _) = cld(st);
-    Info::user(code, pid, 0)
+    let (code, status) = cld(st);
+    Info {
+        status,
+        ..Info::user(code, pid, 0)
+    }
 }
 
 /// `si_code` and `si_status` for a child that ended with `st`.
