@@ -227,6 +227,28 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
             "pipe_pingpong_us",
             "pipe_pingpong_native_us",
         ),
+        // Issue 14's targets: thread create+join and a futex ping-pong
+        // at most 10x native.
+        Ratio::of(
+            m,
+            "thread create+join sandbox/native",
+            "thread_create_join_us",
+            "thread_create_join_native_us",
+        )
+        .at_most(10.0),
+        Ratio::of(
+            m,
+            "futex ping-pong sandbox/native",
+            "futex_pingpong_us",
+            "futex_pingpong_native_us",
+        )
+        .at_most(10.0),
+        Ratio::of(
+            m,
+            "mutex 4-thread contention sandbox/native",
+            "mutex_contended_us",
+            "mutex_contended_native_us",
+        ),
         Ratio::of(m, "oci run qrun/runc", "oci_run_qrun_ms", "oci_run_runc_ms"),
         Ratio::of(m, "oci run runc/qrun", "oci_run_runc_ms", "oci_run_qrun_ms"),
         Ratio::of(m, "oci run qrun/crun", "oci_run_qrun_ms", "oci_run_crun_ms"),
