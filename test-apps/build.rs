@@ -4,6 +4,9 @@
 //!   against glibc, PIE as Debian's gcc makes by default (Debian: `gcc`,
 //!   `libc6-dev`), and again with `musl-gcc` (dynamic, musl's loader) as
 //!   `NAME_musl`;
+//! - the `c/*.c` named in `GLIBC_STATIC` again with `gcc -static
+//!   -pthread -O2` against glibc, as `NAME_glibc` (Debian: `libc6-dev`
+//!   has `libc.a`);
 //! - every `asm/*.S` with `gcc -nostdlib -static`: bare programs whose
 //!   first instruction is their own (no C library start-up);
 //! - the `rust-hello` crate for `x86_64-unknown-linux-musl`, by a nested
@@ -50,6 +53,11 @@ fn build() -> Result<(), String> {
     fs::create_dir_all(&bin_dir).map_err(|e| format!("creating {}: {e}", bin_dir.display()))?;
 
     build_c_programs(&manifest_dir.join("c"), &bin_dir, &STATIC_MUSL)?;
+    let glibc_static: Vec<PathBuf> = GLIBC_STATIC
+        .iter()
+        .map(|n| manifest_dir.join("c").join(format!("{n}.c")))
+        .collect();
+    compile_all(&glibc_static, &bin_dir, &STATIC_GLIBC)?;
     build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_GLIBC)?;
     build_c_programs(&manifest_dir.join("c-dyn"), &bin_dir, &DYNAMIC_MUSL)?;
     build_c_programs(&manifest_dir.join("asm"), &bin_dir, &BARE_ASM)?;
@@ -77,6 +85,19 @@ const STATIC_MUSL: CCompiler = CCompiler {
     flags: &["-static", "-O2", "-Wall", "-Wextra"],
     install: "apt-get install musl-tools",
     suffix: "",
+    ext: "c",
+};
+
+/// Programs of `c/` also built statically against glibc (`NAME_glibc`):
+/// glibc's pthreads differ from musl's (cancellation by unwinding, its
+/// own futex use, robust lists, rseq).
+const GLIBC_STATIC: &[&str] = &["pthread_stress"];
+
+const STATIC_GLIBC: CCompiler = CCompiler {
+    cc: "gcc",
+    flags: &["-static", "-pthread", "-O2", "-Wall", "-Wextra"],
+    install: "apt-get install gcc libc6-dev",
+    suffix: "_glibc",
     ext: "c",
 };
 
@@ -116,8 +137,12 @@ fn build_c_programs(c_dir: &Path, bin_dir: &Path, cc: &CCompiler) -> Result<(), 
         .map_err(|e| format!("reading {}: {e}", c_dir.display()))?;
     sources.retain(|p| p.extension().is_some_and(|e| e == cc.ext));
     sources.sort();
+    compile_all(&sources, bin_dir, cc)
+}
 
-    for src in &sources {
+/// Compiles each source into `bin_dir`, named by its stem and `cc.suffix`.
+fn compile_all(sources: &[PathBuf], bin_dir: &Path, cc: &CCompiler) -> Result<(), String> {
+    for src in sources {
         println!("cargo:rerun-if-changed={}", src.display());
         let name = src
             .file_stem()

@@ -1,7 +1,7 @@
 //! Micro-benchmarks that time themselves inside the guest (and natively,
-//! for comparison): `bench_syscall`, `bench_fault`, `bench_hostcall` from
-//! `test-apps`. Each prints `key value` lines in nanoseconds; the harness
-//! runs each program `runs` times on each side, interleaved, after one
+//! for comparison): `bench_syscall`, `bench_fault`, `bench_hostcall`,
+//! `bench_procs`, `bench_threads` from `test-apps`. Each prints `key value`
+//! lines in nanoseconds; the harness runs each program `runs` times on each side, interleaved, after one
 //! unrecorded warm-up run, and reports medians in microseconds.
 
 use crate::metric::Metric;
@@ -94,6 +94,31 @@ const PROGRAMS: &[Program] = &[
                 key: "pingpong_ns",
                 sandboxed: "pipe_pingpong_us",
                 native: "pipe_pingpong_native_us",
+                target_us: None,
+            },
+        ],
+    },
+    Program {
+        name: "bench_threads",
+        args: &["1000"],
+        qrun_opts: &[],
+        fields: &[
+            Field {
+                key: "thread_create_join_ns",
+                sandboxed: "thread_create_join_us",
+                native: "thread_create_join_native_us",
+                target_us: None,
+            },
+            Field {
+                key: "futex_pingpong_ns",
+                sandboxed: "futex_pingpong_us",
+                native: "futex_pingpong_native_us",
+                target_us: None,
+            },
+            Field {
+                key: "mutex_contended_ns",
+                sandboxed: "mutex_contended_us",
+                native: "mutex_contended_native_us",
                 target_us: None,
             },
         ],

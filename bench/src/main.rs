@@ -24,6 +24,7 @@
 //! | `page_fault_us` | one touch per 64 KiB of fresh anonymous memory (one fault-around fault each), `bench_fault` | <= 10 µs |
 //! | `page_fault_warm_us` | the same on guest frames freed by the first pass: the guest's fault path without the host populating guest RAM | |
 //! | `page_touch_us` | touching every 4 KiB page of fresh memory, per page | |
+//! | `thread_create_join_us`, `futex_pingpong_us`, `mutex_contended_us` | `bench_threads 1000`: pthread_create + join of an empty thread; a round trip between two threads over one futex word (FUTEX_WAIT/WAKE); per lock+unlock with 4 threads contending for one mutex | ratios to native: create+join <= 10x, futex ping-pong <= 10x |
 //! | `host_call_us` | `poll(fd 1, timeout 0)` (one host call) minus a null syscall, `bench_hostcall` | <= 35 µs |
 //! | `alloc.*` | qlib's bitmap page allocator, direct (`bitmap`) and through a per-CPU `PageCache` as the kernel uses it (`bitmap_cached`), against `buddy_system_allocator` plain and locked ([`alloc_bench`]) | ratio `alloc pair bitmap_cached/buddy_locked` <= 0.5 |
 //! | `http_rps`, `http_p50_us`, `http_p99_us` | keep-alive `GET /` to `http_server` in `qrun do`, `wrk -t1 -c1 --latency`, 3 x 5 s ([`http`]); optional until the guest has sockets | p50 <= 150 µs |
@@ -38,7 +39,9 @@
 //! `--quick` also cuts `hello` to 10 runs, reclaim to one, http to one
 //! 2 s round per side and the hibernation sandboxes to 3 per workload.
 //! `--only-hibernate` runs just the hibernation part, `--only-reclaim`
-//! just the reclaim part.
+//! just the reclaim part, `--only-guest` just the programs timed inside
+//! the guest ([`guest`]: syscalls, faults, host calls, processes,
+//! threads).
 //!
 //! `bench functionbench [--quick]` runs the FunctionBench suite instead
 //! (real Python functions as OCI containers under qrun and runc, with
@@ -71,13 +74,14 @@ use std::process::ExitCode;
 use metric::{Metric, Ratio, Value};
 use runner::Runner;
 
-const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--only-reclaim] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick] | bench density [-n N]";
+const USAGE: &str = "usage: bench [--quick] [--only-hibernate] [--only-reclaim] [--only-guest] [--out PATH] [--qrun PATH] | bench --only-alloc | bench functionbench [--quick] | bench density [-n N]";
 
 struct Options {
     quick: bool,
     only_hibernate: bool,
     only_reclaim: bool,
     only_alloc: bool,
+    only_guest: bool,
     out: PathBuf,
     qrun: Option<PathBuf>,
 }
@@ -88,6 +92,7 @@ fn parse_args() -> Result<Options, String> {
         only_hibernate: false,
         only_reclaim: false,
         only_alloc: false,
+        only_guest: false,
         out: runner::workspace_root().join("target/bench/bench.json"),
         qrun: None,
     };
@@ -98,6 +103,7 @@ fn parse_args() -> Result<Options, String> {
             "--only-hibernate" => o.only_hibernate = true,
             "--only-alloc" => o.only_alloc = true,
             "--only-reclaim" => o.only_reclaim = true,
+            "--only-guest" => o.only_guest = true,
             "--out" => o.out = args.next().ok_or("--out needs a path")?.into(),
             "--qrun" => o.qrun = Some(args.next().ok_or("--qrun needs a path")?.into()),
             // `cargo bench` style invocations pass --bench; ignore it.
@@ -150,7 +156,9 @@ fn main() -> ExitCode {
     };
 
     let mut metrics = Vec::new();
-    if opts.only_reclaim {
+    if opts.only_guest {
+        metrics.extend(guest::run(&runner, guest_runs));
+    } else if opts.only_reclaim {
         metrics.extend(reclaim::run(&runner, reclaim_runs));
     } else if !opts.only_hibernate {
         eprintln!("bench: hello x{hello_runs}");
@@ -162,7 +170,7 @@ fn main() -> ExitCode {
         metrics.extend(reclaim::run(&runner, reclaim_runs));
         metrics.extend(http::run(&runner, opts.quick));
     }
-    if !opts.only_reclaim {
+    if !opts.only_reclaim && !opts.only_guest {
         metrics.extend(hibernate::run(&runner, sandboxes));
     }
     let ratios = ratios(&metrics);
@@ -226,6 +234,28 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
             "pipe ping-pong qrun/native",
             "pipe_pingpong_us",
             "pipe_pingpong_native_us",
+        ),
+        // Issue 14's targets: thread create+join and a futex ping-pong
+        // at most 10x native.
+        Ratio::of(
+            m,
+            "thread create+join sandbox/native",
+            "thread_create_join_us",
+            "thread_create_join_native_us",
+        )
+        .at_most(10.0),
+        Ratio::of(
+            m,
+            "futex ping-pong sandbox/native",
+            "futex_pingpong_us",
+            "futex_pingpong_native_us",
+        )
+        .at_most(10.0),
+        Ratio::of(
+            m,
+            "mutex 4-thread contention sandbox/native",
+            "mutex_contended_us",
+            "mutex_contended_native_us",
         ),
         Ratio::of(m, "oci run qrun/runc", "oci_run_qrun_ms", "oci_run_runc_ms"),
         Ratio::of(m, "oci run runc/qrun", "oci_run_runc_ms", "oci_run_qrun_ms"),

@@ -2,7 +2,8 @@
 //!
 //! `build.rs` compiles every `c/*.c` with `musl-gcc -static -O2`, every
 //! `c-dyn/*.c` with the system `gcc` (dynamic, glibc, PIE) and as
-//! `NAME_musl` with `musl-gcc` (dynamic, musl's loader), and the
+//! `NAME_musl` with `musl-gcc` (dynamic, musl's loader), a few `c/*.c`
+//! again as `NAME_glibc` with `gcc -static -pthread` (glibc), and the
 //! bare `asm/*.S` programs with `gcc -nostdlib -static`, and the
 //! `rust-hello` crate for `x86_64-unknown-linux-musl`, into `$OUT_DIR/bin`.
 //! Each program prints the same bytes on every run (no pids, addresses or
@@ -27,6 +28,7 @@ pub const ALL: &[&str] = &[
     "bench_fault",
     "bench_hostcall",
     "bench_procs",
+    "bench_threads",
     "bench_syscall",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
@@ -84,6 +86,10 @@ pub const ALL: &[&str] = &[
     "procfs",
     // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
     "procpid",
+    // pthreads under load (threads_stress.rs), with musl and, as
+    // `pthread_stress_glibc`, statically against glibc.
+    "pthread_stress",
+    "pthread_stress_glibc",
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).

@@ -133,18 +133,7 @@ fn sigcontext(s: &Saved<'_>, fpstate: u64) -> [u64; 32] {
 }
 
 fn siginfo(s: &Saved<'_>) -> [u64; 16] {
-    let i = s.info;
-    let mut w = [0u64; 16];
-    w[0] = u64::from(s.signo); // si_signo, si_errno = 0
-    w[1] = u64::from(i.code as u32); // si_code
-    w[2] = if i.addr != 0 {
-        i.addr
-    } else {
-        u64::from(i.pid) | (u64::from(i.uid) << 32)
-    };
-    // SIGCHLD: si_status (si_utime and si_stime stay 0).
-    w[3] = u64::from(i.status as u32);
-    w
+    super::siginfo_words(s.signo, *s.info)
 }
 
 /// Writes the frame at `frame` (8 mod 16) and the FPU state at `fpstate`

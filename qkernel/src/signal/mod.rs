@@ -71,6 +71,9 @@ static INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
 static SHARED: AtomicU64 = AtomicU64::new(0);
 /// What each shared pending signal carries.
 static SHARED_INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
+/// The set the running thread waits for in `rt_sigtimedwait` (0: it
+/// does not): a signal of it sent to the thread or its group wakes it.
+static SIGWAIT: AtomicU64 = AtomicU64::new(0);
 /// A fatal signal for the whole running thread group (0: none): every
 /// thread of it ends at its next return to user mode (`deliver`).
 static GROUP_KILL: AtomicU32 = AtomicU32::new(0);
@@ -199,6 +202,8 @@ pub struct SigState {
     pub blocked: u64,
     pub suspend_mask: u64,
     pub info: [Info; 64],
+    /// The set it waits for in `rt_sigtimedwait` (0: none).
+    pub sigwait: u64,
 }
 
 impl SigState {
@@ -209,6 +214,7 @@ impl SigState {
             pending: 0,
             suspend_mask: u64::MAX,
             info: [Info::EMPTY; 64],
+            sigwait: 0,
             ..SigState::save()
         }
     }
@@ -220,6 +226,7 @@ impl SigState {
             blocked: BLOCKED.load(Ordering::Relaxed),
             suspend_mask: SUSPEND_MASK.load(Ordering::Relaxed),
             info: *INFO.lock(),
+            sigwait: SIGWAIT.load(Ordering::Relaxed),
         }
     }
 
@@ -229,6 +236,7 @@ impl SigState {
         BLOCKED.store(self.blocked, Ordering::Relaxed);
         SUSPEND_MASK.store(self.suspend_mask, Ordering::Relaxed);
         *INFO.lock() = self.info;
+        SIGWAIT.store(self.sigwait, Ordering::Relaxed);
     }
 
     /// Posts `sig` to this (not running) thread of a group with
@@ -251,9 +259,10 @@ impl SigState {
         }
     }
 
-    /// Whether `sig` would run a handler in this thread now.
+    /// Whether `sig` would run a handler in this thread now, or end its
+    /// `rt_sigtimedwait`.
     pub fn takes(&self, sig: u32, d: Disp) -> bool {
-        d.handles(sig) && self.blocked & bit(sig) == 0
+        (d.handles(sig) && self.blocked & bit(sig) == 0) || self.sigwait & bit(sig) != 0
     }
 }
 
@@ -404,6 +413,9 @@ pub fn send(sig: u32, info: Info) {
     if !mine && d.handles(sig) {
         crate::task::sibling_takes(sig, true);
     }
+    if !mine && SIGWAIT.load(Ordering::Relaxed) & b == 0 {
+        crate::task::wake_sigwaiter(sig);
+    }
 }
 
 /// Sends thread-directed `sig` with `info` to the running thread
@@ -456,6 +468,49 @@ fn take_next() -> Option<(u32, Info)> {
         SHARED.fetch_and(!bit(sig), Ordering::AcqRel);
         Some((sig, SHARED_INFO.lock()[(sig - 1) as usize]))
     }
+}
+
+/// Takes the lowest pending signal of `set` (the thread's own before the
+/// group's) and what it carries, blocked or not (`rt_sigtimedwait`).
+pub fn take_from(set: u64) -> Option<(u32, Info)> {
+    let own = PENDING.load(Ordering::Acquire) & set;
+    if own != 0 {
+        let sig = own.trailing_zeros() + 1;
+        PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
+        return Some((sig, INFO.lock()[(sig - 1) as usize]));
+    }
+    let shared = SHARED.load(Ordering::Acquire) & set;
+    if shared != 0 {
+        let sig = shared.trailing_zeros() + 1;
+        SHARED.fetch_and(!bit(sig), Ordering::AcqRel);
+        return Some((sig, SHARED_INFO.lock()[(sig - 1) as usize]));
+    }
+    None
+}
+
+/// The set the running thread waits for in `rt_sigtimedwait` (0: none).
+pub fn sigwait_set() -> u64 {
+    SIGWAIT.load(Ordering::Relaxed)
+}
+
+/// Starts (`set`) or ends (0) the running thread's `rt_sigtimedwait`.
+pub fn set_sigwait_set(set: u64) {
+    SIGWAIT.store(set, Ordering::Relaxed);
+}
+
+/// `siginfo_t` (128 bytes) for `sig` carrying `i`.
+pub fn siginfo_words(sig: u32, i: Info) -> [u64; 16] {
+    let mut w = [0u64; 16];
+    w[0] = u64::from(sig); // si_signo, si_errno = 0
+    w[1] = u64::from(i.code as u32); // si_code
+    w[2] = if i.addr != 0 {
+        i.addr
+    } else {
+        u64::from(i.pid) | (u64::from(i.uid) << 32)
+    };
+    // SIGCHLD: si_status (si_utime and si_stime stay 0).
+    w[3] = u64::from(i.status as u32);
+    w
 }
 
 /// Acts on the signals in `mask` (bit `n - 1` = signal `n`) sent from the

@@ -282,6 +282,7 @@ pub static ENTRIES: &[Entry] = &[
     e(121, sys_task::getpgid, Full, ""),
     e(124, sys_task::getsid, Full, ""),
     e(127, sys_signal::rt_sigpending, Full, ""),
+    e(128, sys_kill::rt_sigtimedwait, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),
     e(
         131,

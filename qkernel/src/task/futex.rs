@@ -160,6 +160,20 @@ pub fn sleep(deadline: u64) -> SysResult {
     }
 }
 
+/// Blocks the running task once, until [`sched::wake`] or the monotonic
+/// `deadline` (`u64::MAX`: none): for waits that are not on a futex word
+/// (`rt_sigtimedwait`). Its key names no address space (0) and its empty
+/// bitset meets no futex wake, so only [`expire`] or a signal wakes it.
+pub fn block_until(deadline: u64) -> Result<(), Errno> {
+    let me = current_pid();
+    if deadline != u64::MAX {
+        enqueue((0, 0), 0, deadline);
+    }
+    let r = sched::block_current();
+    forget(me);
+    r
+}
+
 /// Wakes the waiters whose deadline has passed (their `sleep` returns
 /// `ETIMEDOUT`). Called by the scheduler with the task table locked.
 pub fn expire(k: &mut Kernel) {

@@ -234,6 +234,10 @@ pub enum Action {
     /// Sleep on a futex until woken, the deadline (monotonic ns,
     /// `u64::MAX`: none) or a signal (`task::futex`).
     Futex(u64),
+    /// `rt_sigtimedwait`: sleep until a signal of the thread's wait set
+    /// is pending (then run the handler again), the deadline (`EAGAIN`)
+    /// or a handled signal (`EINTR`).
+    SigWait(u64),
 }
 
 static ACTION: Mutex<Action> = Mutex::new(Action::None);
@@ -261,6 +265,25 @@ pub fn finish_syscall(
             Action::Exit(st) => exit_current(st),
             Action::ExitThread(code) => wait::exit_thread(code),
             Action::Futex(deadline) => return futex::sleep(deadline),
+            Action::SigWait(deadline) => {
+                let woke = futex::block_until(deadline);
+                if woke.is_err() {
+                    // Nothing else can run: only the host can send it.
+                    crate::hostcall::sleep_until(deadline);
+                }
+                let set = crate::signal::sigwait_set();
+                if crate::signal::pending() & set != 0 {
+                    r = rerun();
+                } else if crate::signal::interrupts() {
+                    crate::signal::set_sigwait_set(0);
+                    return Err(Errno::EINTR);
+                } else if deadline != u64::MAX && crate::time::monotonic_ns() >= deadline {
+                    crate::signal::set_sigwait_set(0);
+                    return Err(Errno::EAGAIN);
+                } else {
+                    request(Action::SigWait(deadline));
+                }
+            }
             Action::Block => {
                 sched::block_current()?;
                 if crate::signal::interrupts() {
@@ -369,4 +392,14 @@ pub fn sibling_takes(sig: u32, wake: bool) -> bool {
         sched::wake(&mut k, pid);
     }
     found.is_some()
+}
+
+/// Wakes a thread of the running group other than the caller that waits
+/// for `sig` in `rt_sigtimedwait` (a process-directed signal the caller
+/// blocks). Returns whether there was one.
+pub fn wake_sigwaiter(sig: u32) -> bool {
+    let Some(mut k) = KERNEL.try_lock() else {
+        return false;
+    };
+    wait::wake_sigwaiter(&mut k, current_tgid(), sig)
 }

@@ -272,8 +272,26 @@ pub fn send_to_group(g: u32, sig: u32, info: Info) -> Result<(), Errno> {
     }
     if let Some((pid, true)) = taker {
         sched::wake(&mut k, pid);
+    } else {
+        wake_sigwaiter(&mut k, g, sig);
     }
     Ok(())
+}
+
+/// Wakes a blocked thread of group `g` that waits for `sig` in
+/// `rt_sigtimedwait`; returns whether there was one.
+pub fn wake_sigwaiter(k: &mut Kernel, g: u32, sig: u32) -> bool {
+    let b = signal::bit(sig);
+    let me = super::current_pid();
+    let found = k
+        .tasks
+        .values()
+        .find(|t| t.tgid == g && t.pid != me && t.live() && t.sig.sigwait & b != 0)
+        .map(|t| t.pid);
+    if let Some(pid) = found {
+        sched::wake(k, pid);
+    }
+    found.is_some()
 }
 
 /// Sends thread-directed `sig` (`tkill`, `tgkill`) to task `tid`.
