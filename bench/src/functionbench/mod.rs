@@ -577,10 +577,10 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
     // the second by REAP prefetch of the pages the first wake used.
     for round in 0..2 {
         for b in &boxes {
-            let t = ctx.rt.kill(&b.id, "SIGSTOP")?;
+            let t = ctx.rt.kill(&b.id, "SIGSTOP").map_err(|e| b.explain(e))?;
             if round == 0 {
                 r.add("hibernate_ms", t);
-                let st = ctx.rt.ctl_status(&b.id)?;
+                let st = ctx.rt.ctl_status(&b.id).map_err(|e| b.explain(e))?;
                 r.add(
                     "hibernate_vmm_ms",
                     st["hibernate_us"].as_u64().unwrap_or(0) as f64 / 1e3,
@@ -603,7 +603,7 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
         }
         for b in &boxes {
             let t = b.request()?;
-            let st = ctx.rt.ctl_status(&b.id)?;
+            let st = ctx.rt.ctl_status(&b.id).map_err(|e| b.explain(e))?;
             let faults = st["swap_faults"].as_u64().unwrap_or(0) as f64;
             let read = st["read_back_bytes"].as_u64().unwrap_or(0) as f64 / 1_048_576.0;
             let (k, f, rb) = if round == 0 {
