@@ -315,6 +315,17 @@ impl<'a> Instance<'a> {
         }
     }
 
+    /// `err` from a step on this container (a `kill`, a `ctl status`),
+    /// with the first error line of the container's output when it has
+    /// one: when the sandbox died, that line says why, not the socket.
+    pub fn explain(&self, err: String) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        match first_error_line(&text) {
+            Some(line) if !err.contains(&line) => format!("{line} (then: {err})"),
+            _ => err,
+        }
+    }
+
     /// One `GET /` on a new connection; its latency in ms.
     pub fn request(&self) -> Result<f64, String> {
         interrupt::check()?;

@@ -1,7 +1,7 @@
 //! FunctionBench (issue 19): real serverless functions as OCI containers
 //! under qrun, runc and gVisor's `runsc`, side by side. `bench
 //! functionbench [--quick] [--instances N] [--out-dir DIR] [--qrun PATH]
-//! [--runsc PATH] [--only W1,W2]`; `make functionbench` /
+//! [--runsc PATH] [--only W1,W2] [--tag NAME]`; `make functionbench` /
 //! `make functionbench-quick`.
 //!
 //! The image is built once by `scripts/functionbench-image.sh` (a Debian
@@ -42,7 +42,7 @@ use container::{Instance, Runtime};
 use report::{Outcome, RuntimeResult, WorkloadResult};
 
 const USAGE: &str = "usage: bench functionbench [--quick] [--instances N] [--out-dir DIR] [--qrun PATH] \
-     [--runsc PATH] [--only W1,W2,...]";
+     [--runsc PATH] [--only W1,W2,...] [--tag NAME]";
 
 /// What a workload needs from the image beyond Python: a line of the
 /// image's stamp says whether it was built (`scripts/functionbench-image.sh`).
@@ -199,6 +199,9 @@ struct Options {
     qrun: Option<PathBuf>,
     runsc: Option<PathBuf>,
     only: Option<Vec<String>>,
+    /// Appended to the output files' names (`functionbench-DATE-TAG.*`),
+    /// so a second run on a day keeps the first one's report.
+    tag: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -209,6 +212,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         qrun: None,
         runsc: None,
         only: None,
+        tag: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -227,6 +231,17 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--only" => {
                 let list = it.next().ok_or("--only needs workload names")?;
                 o.only = Some(list.split(',').map(str::to_owned).collect());
+            }
+            "--tag" => {
+                let t = it.next().ok_or("--tag needs a name")?;
+                if t.is_empty()
+                    || !t
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    return Err(format!("--tag: '{t}' must be letters, digits, '-' or '_'"));
+                }
+                o.tag = Some(t.clone());
             }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument '{a}'")),
@@ -562,10 +577,10 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
     // the second by REAP prefetch of the pages the first wake used.
     for round in 0..2 {
         for b in &boxes {
-            let t = ctx.rt.kill(&b.id, "SIGSTOP")?;
+            let t = ctx.rt.kill(&b.id, "SIGSTOP").map_err(|e| b.explain(e))?;
             if round == 0 {
                 r.add("hibernate_ms", t);
-                let st = ctx.rt.ctl_status(&b.id)?;
+                let st = ctx.rt.ctl_status(&b.id).map_err(|e| b.explain(e))?;
                 r.add(
                     "hibernate_vmm_ms",
                     st["hibernate_us"].as_u64().unwrap_or(0) as f64 / 1e3,
@@ -588,7 +603,7 @@ fn measure(ctx: &Ctx, w: &Workload, r: &mut RuntimeResult) -> Result<(), String>
         }
         for b in &boxes {
             let t = b.request()?;
-            let st = ctx.rt.ctl_status(&b.id)?;
+            let st = ctx.rt.ctl_status(&b.id).map_err(|e| b.explain(e))?;
             let faults = st["swap_faults"].as_u64().unwrap_or(0) as f64;
             let read = st["read_back_bytes"].as_u64().unwrap_or(0) as f64 / 1_048_576.0;
             let (k, f, rb) = if round == 0 {
@@ -739,10 +754,14 @@ fn write_outputs(
     } else {
         "functionbench"
     };
+    let name = match &opts.tag {
+        Some(t) => format!("{kind}-{date}-{t}"),
+        None => format!("{kind}-{date}"),
+    };
     std::fs::create_dir_all(&opts.out_dir)
         .map_err(|e| format!("{}: {e}", opts.out_dir.display()))?;
-    let json_path = opts.out_dir.join(format!("{kind}-{date}.json"));
-    let md_path = opts.out_dir.join(format!("{kind}-{date}.md"));
+    let json_path = opts.out_dir.join(format!("{name}.json"));
+    let md_path = opts.out_dir.join(format!("{name}.md"));
     let image: Vec<&str> = stamp.lines().collect();
     let settings = json!({
         "date": date,
@@ -790,7 +809,7 @@ fn write_outputs(
             .file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
     );
-    let (charts, charts_note) = charts(&json_path, &opts.out_dir, &format!("{kind}-{date}"));
+    let (charts, charts_note) = charts(&json_path, &opts.out_dir, &name);
     let preamble = format!("{preamble}\n\n{CAVEATS}{charts_note}");
     let md = report::markdown(
         results,
@@ -854,5 +873,16 @@ mod tests {
         assert_eq!(o.instances, Some(4));
         assert!(parse_args(&args(&["--instances", "0"])).is_err());
         assert!(parse_args(&args(&["--instances"])).is_err());
+    }
+
+    #[test]
+    fn tag_option() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let o = parse_args(&args(&["--tag", "threads"])).unwrap();
+        assert_eq!(o.tag.as_deref(), Some("threads"));
+        assert!(parse_args(&args(&["--tag"])).is_err());
+        assert!(parse_args(&args(&["--tag", "../x"])).is_err());
+        assert!(parse_args(&args(&["--tag", ""])).is_err());
+        assert_eq!(parse_args(&args(&[])).unwrap().tag, None);
     }
 }
