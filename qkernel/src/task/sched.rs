@@ -142,6 +142,13 @@ pub fn switch(next: u32) {
         }
         return;
     }
+    // The stack being left must not have overflowed (`arch::kstack`).
+    arch::kstack::check_current();
+    if crate::control::on_control_stack() {
+        // Control requests never switch tasks (`control`): the control
+        // stack would be reused under the switched-out task.
+        panic!("task switch from a control request (task {prev} to {next})");
+    }
     let mut pg = PROCESS.lock();
     let mut k = KERNEL.lock();
     let Some(next_tgid) = k.tasks.get(&next).map(|t| t.tgid) else {
@@ -193,7 +200,7 @@ pub fn switch(next: u32) {
     arch::set_fs_base(t.fs_base);
     arch::set_gs_base(t.gs_base);
     t.fpu.restore();
-    switch::set_kernel_stack_top(t.kstack_top);
+    switch::set_kernel_stack(t.kstack_base, t.kstack_top);
     // The return page's slots are readable by every process: the next
     // one must not see the previous one's registers. (Defence in depth:
     // a task resumed after a switch returns through the stub itself and
