@@ -236,7 +236,10 @@ fn kernel_stacks_stay_shallow() {
         let log = common::stderr(run);
         assert!(!log.contains("stack overflow"), "{log}");
         let marks = stack_high_waters(&log);
-        assert!(marks.len() >= 3, "no high-water lines in the debug log: {log}");
+        assert!(
+            marks.len() >= 3,
+            "no high-water lines in the debug log: {log}"
+        );
         let deepest = marks.iter().copied().max().unwrap_or(0);
         assert!(
             deepest <= KSTACK_SIZE * 5 / 8,

@@ -102,7 +102,9 @@ fn overflowed() -> ! {
 pub fn rsp() -> u64 {
     let r: u64;
     // SAFETY: reads RSP only.
-    unsafe { core::arch::asm!("mov {0}, rsp", out(reg) r, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {0}, rsp", out(reg) r, options(nomem, nostack, preserves_flags))
+    };
     r
 }
 
