@@ -14,6 +14,19 @@
 //! in goes back the same way ([`return_freed`], flagged
 //! `RECLAIM_RUNNING`), at the next syscall, host call or blocking host
 //! call: one host call per up to `MAX_IOVECS` ranges, never one per page.
+//!
+//! The control stack: requests are served wherever the kernel notices
+//! them (after a host call, at a syscall, from the idle poll while a task
+//! exits, from the kick interrupt), so on whatever task kernel stack is
+//! current, at whatever depth. Serving one can be deep (a program load
+//! for `qrun exec`, a hibernation's deflate and commit, a reclaim walk),
+//! so every request is served on this vCPU's own control stack
+//! ([`CONTROL_STACKS`], 64 KiB each), entered once (nested host calls
+//! serve on it directly). The rule that makes this sound: **control
+//! requests run on the control stack and never switch tasks** (they wake
+//! tasks, queue signals, start processes that run later; a hibernation
+//! waits in the host, on this stack). `task::sched::switch` panics if
+//! called on a control stack. docs/processes.md, "Kernel stacks".
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,10 +36,81 @@ use qlib::abi::{
 };
 use qlib::layout::CONTROL_GPA;
 
+use crate::arch::kstack;
+use crate::arch::percpu::{self, MAX_CPUS};
 use crate::hostcall;
 use crate::mm::{frames, gpa_to_kva};
 
 static SERVING: AtomicBool = AtomicBool::new(false);
+
+/// Bytes of one vCPU's control stack. Measured (`qrun --debug`, the
+/// "control stack high water" line at exit): a `qrun exec` program load
+/// about 27 KiB, a hibernation ... (docs/processes.md).
+pub const CONTROL_STACK_SIZE: usize = 64 << 10;
+
+#[repr(C, align(16))]
+struct ControlStack([u8; CONTROL_STACK_SIZE]);
+
+/// One control stack per vCPU, indexed by its id. Untouched pages cost
+/// the host nothing (a vCPU that never serves one leaves its stack so,
+/// but for the canary page).
+static mut CONTROL_STACKS: [ControlStack; MAX_CPUS] =
+    [const { ControlStack([0; CONTROL_STACK_SIZE]) }; MAX_CPUS];
+
+/// Lowest address of vCPU `k`'s control stack.
+fn stack_base(k: usize) -> u64 {
+    // SAFETY: only the address is taken; `k < MAX_CPUS` (a vCPU id).
+    (unsafe { &raw const CONTROL_STACKS[k] }) as u64
+}
+
+/// Arms every control stack's canary (and paints them when measuring):
+/// once at boot, before any request is served.
+pub fn init() {
+    for k in 0..MAX_CPUS {
+        let base = stack_base(k);
+        // SAFETY: the control stacks are not in use yet; `base` is the
+        // lowest word of one.
+        unsafe {
+            kstack::arm(base);
+            if kstack::measuring() {
+                kstack::paint(base, base + CONTROL_STACK_SIZE as u64);
+            }
+        }
+    }
+}
+
+/// Whether the running code is on this vCPU's control stack.
+pub fn on_control_stack() -> bool {
+    let base = stack_base(percpu::this().id());
+    let rsp = kstack::rsp();
+    rsp >= base && rsp < base + CONTROL_STACK_SIZE as u64
+}
+
+/// Runs `f` on this vCPU's control stack (directly if already on it),
+/// then checks the stack's canary.
+fn on_control_stack_run(f: extern "C" fn()) {
+    if on_control_stack() {
+        f();
+        return;
+    }
+    let k = percpu::this().id();
+    let base = stack_base(k);
+    // SAFETY: vCPU k's control stack is used by vCPU k only, and not in
+    // use now (RSP is not on it, and nothing switches tasks while on it:
+    // module doc), so nothing else lives there; both ends 16-byte aligned.
+    unsafe { crate::arch::switch::on_stack(base + CONTROL_STACK_SIZE as u64, f) };
+    // SAFETY: the lowest word of vCPU k's control stack.
+    if !unsafe { kstack::intact(base) } {
+        panic!("kernel stack overflow on the control stack of vCPU {k}");
+    }
+}
+
+/// With the debug log on: the high water of this vCPU's control stack.
+pub fn stack_high_water() -> usize {
+    let base = stack_base(percpu::this().id());
+    // SAFETY: a static of CONTROL_STACK_SIZE bytes, painted by `init`.
+    unsafe { kstack::high_water(base, CONTROL_STACK_SIZE) }
+}
 
 fn pending_word() -> &'static AtomicU64 {
     // SAFETY: the control page is reserved guest RAM in the direct map,
@@ -42,6 +126,12 @@ fn signals_word() -> &'static AtomicU64 {
 /// Serves pending control requests, if any (a load when there are none),
 /// and hands freed memory back if enough has gathered.
 pub fn serve_pending() {
+    if pending() || frames::return_due() {
+        on_control_stack_run(serve_pending_here);
+    }
+}
+
+extern "C" fn serve_pending_here() {
     serve(false);
     if frames::return_due() {
         return_freed();
@@ -82,6 +172,10 @@ fn send(runs: &[IoVec], flags: u64) -> u64 {
 /// hibernation request is served here too (the program then stays parked
 /// in the host until it is woken).
 pub fn serve_from_interrupt() {
+    on_control_stack_run(serve_from_interrupt_here);
+}
+
+extern "C" fn serve_from_interrupt_here() {
     serve(true);
 }
 

@@ -98,6 +98,15 @@ pub fn sleep_until(deadline_ns: u64) -> bool {
 
 /// Ends the sandbox with `status`.
 pub fn exit(status: i32) -> ! {
+    if crate::arch::kstack::measuring() {
+        log::debug!(
+            "kernel stack high water: boot stack (pid 1) {} of {} bytes, control stack {} of {} bytes",
+            crate::arch::entry::boot_stack_high_water(),
+            crate::arch::boot::BOOT_STACK_SIZE,
+            crate::control::stack_high_water(),
+            crate::control::CONTROL_STACK_SIZE
+        );
+    }
     raw_call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
     unreachable_halt()
 }

@@ -111,6 +111,8 @@ mod kernel {
         arch::cpu::init();
         mm::heap::init();
         klog::init(info.log_level);
+        arch::entry::paint_boot_stack();
+        crate::control::init();
         if let Err(msg) = time::init(platform) {
             hostcall::boot_error(msg);
         }

@@ -86,6 +86,7 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
         }
     };
     prepare_return(frame, full_restore);
+    crate::arch::kstack::check_current();
 }
 
 /// Makes `frame` ready for the one way back to user mode, `sysretq`

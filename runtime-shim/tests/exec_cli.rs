@@ -341,3 +341,49 @@ fn errors_match_runc() {
         "set in config.json failed: no such file or directory",
     );
 }
+
+/// The scenario that once overflowed a task's kernel stack into the
+/// kernel heap (docs/exec.md): `qrun exec` orders (a program load)
+/// served from the idle poll while a forked child exits and pid 1 is
+/// parked in `wait4`, many times. Every control request now runs on the
+/// vCPU's control stack, and a stack that overflows anyway panics the
+/// guest ("kernel stack overflow") instead of corrupting the heap; the
+/// sandbox must stay healthy throughout. (Hibernation is left out: a
+/// forking container's second hibernation can fail on its own, "swap
+/// slot N holds no page", before and after this change.)
+#[test]
+fn exec_while_children_exit() {
+    if !require_kvm() {
+        return;
+    }
+    // pid 1 forks a short-lived child again and again and waits for it.
+    let c = Running::new(
+        "exec-forking",
+        &[
+            "busybox",
+            "sh",
+            "-c",
+            "while :; do busybox sleep 0.01; done",
+        ],
+    );
+    for round in 0..12 {
+        // The exec'd shell forks too.
+        let o = c.exec(
+            &[],
+            &[
+                "busybox",
+                "sh",
+                "-c",
+                "echo $(busybox echo round) && busybox true",
+            ],
+            b"",
+        );
+        assert_eq!(
+            (o.status, text(&o.stdout).as_str()),
+            (0, "round\n"),
+            "round {round}: {o:?}"
+        );
+        std::thread::sleep(Duration::from_millis(7));
+    }
+    assert_eq!(common::bundle::status(c.root.path(), &c.id), "running");
+}

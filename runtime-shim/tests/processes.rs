@@ -363,3 +363,64 @@ except FileNotFoundError as e:
     print("FileNotFoundError", e.errno)
 print(subprocess.run("exit 3", shell=True).returncode)
 "#;
+
+/// Bytes of a task's kernel stack (`qkernel::task::KSTACK_SIZE`).
+const KSTACK_SIZE: usize = 32 << 10;
+
+/// The high-water marks `qrun --debug` logs when task kernel stacks are
+/// freed ("task N: kernel stack high water X of Y bytes").
+fn stack_high_waters(log: &str) -> Vec<usize> {
+    log.lines()
+        .filter_map(|l| l.split(": kernel stack high water ").nth(1))
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// How deep task kernel stacks get (docs/processes.md, "Kernel stacks"):
+/// the forkwait program (fork, vfork, posix_spawn, exec, kills) and a
+/// forking shell, with the debug log on. No task may come near the end of
+/// its 32 KiB stack: at most 5/8 of it (16 KiB measured; 23 KiB when a
+/// context switch still copied the 5 KiB `Process` through its frame).
+#[test]
+fn kernel_stacks_stay_shallow() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("forkwait");
+    let mut args = vec!["--debug".to_string(), "do".into(), "--".into()];
+    args.push(prog.to_string_lossy().into_owned());
+    let forkwait = common::run_qrun(&args);
+    assert_eq!(forkwait.status, 0, "{forkwait:?}");
+    let shell = common::run_qrun(&[
+        "--debug",
+        "do",
+        "--",
+        BUSYBOX,
+        "sh",
+        "-c",
+        "for i in 1 2 3; do busybox true; echo $(busybox echo $i) | busybox cat; done",
+    ]);
+    assert_eq!(
+        (shell.status, stdout(&shell).as_str()),
+        (0, "1\n2\n3\n"),
+        "{shell:?}"
+    );
+    for run in [&forkwait, &shell] {
+        let log = common::stderr(run);
+        assert!(!log.contains("stack overflow"), "{log}");
+        let marks = stack_high_waters(&log);
+        assert!(
+            marks.len() >= 3,
+            "no high-water lines in the debug log: {log}"
+        );
+        let deepest = marks.iter().copied().max().unwrap_or(0);
+        assert!(
+            deepest <= KSTACK_SIZE * 5 / 8,
+            "a task used {deepest} of {KSTACK_SIZE} kernel stack bytes"
+        );
+        assert!(
+            log.contains("kernel stack high water: boot stack (pid 1)"),
+            "{log}"
+        );
+    }
+}

@@ -47,7 +47,7 @@ pub struct TrapFrame {
     pub ss: u64,
 }
 
-use super::percpu::{self, MAX_CPUS, OFF_KSTACK_TOP, OFF_SCRATCH_RSP, PERCPU_SIZE};
+use super::percpu::{MAX_CPUS, OFF_KSTACK_TOP, OFF_SCRATCH_RSP, PERCPU_SIZE};
 
 unsafe extern "C" {
     /// The 32 exception stubs, in vector order.
@@ -335,11 +335,34 @@ SYSCALL_ENTRIES:
 );
 const _: () = assert!(MAX_CPUS == 8, "one SYSCALL_ENTRY per vCPU above");
 
-/// Makes the boot stack the kernel stack of the first task.
+/// Makes the boot stack the kernel stack of the first task, with its
+/// overflow canary armed (`arch::kstack`).
 pub fn init_kernel_stack() {
-    let top =
-        core::ptr::addr_of!(super::boot::BOOT_STACK) as u64 + super::boot::BOOT_STACK_SIZE as u64;
-    percpu::this()
-        .kstack_top
-        .store(top, core::sync::atomic::Ordering::Relaxed);
+    let base = core::ptr::addr_of!(super::boot::BOOT_STACK) as u64;
+    // SAFETY: the lowest word of the boot stack, far below kmain's frames.
+    unsafe { super::kstack::arm(base) };
+    super::switch::set_kernel_stack(base, base + super::boot::BOOT_STACK_SIZE as u64);
+}
+
+/// With the debug log on, paints the unused part of the boot stack so
+/// that its high water can be reported (`boot_stack_high_water`).
+#[inline(never)]
+pub fn paint_boot_stack() {
+    if !super::kstack::measuring() {
+        return;
+    }
+    let base = core::ptr::addr_of!(super::boot::BOOT_STACK) as u64;
+    // A margin for `paint`'s own frame below this one.
+    let end = super::kstack::rsp() - 1024;
+    // SAFETY: below the live RSP (less a margin for the call) of the boot
+    // stack, nothing lives; the canary word is kept.
+    unsafe { super::kstack::paint(base, end) };
+}
+
+/// Bytes of the boot stack used so far (meaningful after
+/// [`paint_boot_stack`]).
+pub fn boot_stack_high_water() -> usize {
+    let base = core::ptr::addr_of!(super::boot::BOOT_STACK) as u64;
+    // SAFETY: the boot stack is a static, always readable.
+    unsafe { super::kstack::high_water(base, super::boot::BOOT_STACK_SIZE) }
 }

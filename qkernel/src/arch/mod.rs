@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod cpu;
 pub mod entry;
+pub mod kstack;
 pub mod percpu;
 pub mod platform;
 pub mod switch;

@@ -41,6 +41,9 @@ pub struct PerCpu {
     pub user_gs: AtomicU64,
     /// This vCPU's id.
     pub id: AtomicU64,
+    /// Lowest word of the running task's kernel stack, its canary
+    /// (`arch::kstack`); 0 before the first task.
+    pub kstack_base: AtomicU64,
     /// The running task's pid (tid) and thread group id.
     pub current: AtomicU32,
     pub current_tgid: AtomicU32,
@@ -67,6 +70,7 @@ impl PerCpu {
             scratch_rsp: AtomicU64::new(0),
             user_gs: AtomicU64::new(0),
             id: AtomicU64::new(id),
+            kstack_base: AtomicU64::new(0),
             current: AtomicU32::new(1),
             current_tgid: AtomicU32::new(1),
             online: AtomicBool::new(false),

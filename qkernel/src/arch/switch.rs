@@ -111,11 +111,14 @@ impl FpuState {
     }
 }
 
-/// Sets the kernel stack top this vCPU's entry code switches to.
-pub fn set_kernel_stack_top(top: u64) {
-    super::percpu::this()
-        .kstack_top
+/// Sets the kernel stack this vCPU's entry code switches to: its top,
+/// and its lowest word (the canary `arch::kstack` checks).
+pub fn set_kernel_stack(base: u64, top: u64) {
+    let cpu = super::percpu::this();
+    cpu.kstack_top
         .store(top, core::sync::atomic::Ordering::Relaxed);
+    cpu.kstack_base
+        .store(base, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// The kernel stack top this vCPU's entry code switches to.

@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 
 use qlib::pte::{Pte, WRITABLE};
 
+use super::kstack::KStack;
 use super::{KERNEL, KSTACK_SIZE, MAX_TASKS, State, Task, current_pid};
 use crate::arch::entry::TrapFrame;
 use crate::arch::switch::{self, FpuState, SWITCH_FRAME_WORDS};
@@ -115,13 +116,9 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
 
 /// A kernel stack whose first switch lands in `ret_from_fork` and returns
 /// to user mode with `frame`: (stack, top, saved rsp).
-pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errno> {
-    let mut stack = Vec::new();
-    stack
-        .try_reserve_exact(KSTACK_SIZE / 8)
-        .map_err(|_| Errno::EAGAIN)?;
-    stack.resize(KSTACK_SIZE / 8, 0u64);
-    let base = stack.as_mut_ptr() as u64;
+pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(KStack, u64, u64), Errno> {
+    let mut stack = KStack::new()?;
+    let base = stack.base();
     let top = (base + KSTACK_SIZE as u64) & !15;
     let frame_words = size_of::<TrapFrame>() / 8;
     let top_idx = ((top - base) / 8) as usize;
@@ -130,8 +127,9 @@ pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(Vec<u64>, u64, u64), Errn
     let words: &[u64] = unsafe {
         core::slice::from_raw_parts((frame as *const TrapFrame).cast::<u64>(), frame_words)
     };
-    stack[frame_idx..top_idx].copy_from_slice(words);
-    stack[frame_idx - 1] = switch::ret_from_fork as *const () as u64;
+    let stack_words = stack.words_mut();
+    stack_words[frame_idx..top_idx].copy_from_slice(words);
+    stack_words[frame_idx - 1] = switch::ret_from_fork as *const () as u64;
     let rsp_idx = frame_idx - 1 - SWITCH_FRAME_WORDS;
     let rsp = base + (rsp_idx as u64) * 8;
     Ok((stack, top, rsp))
@@ -213,7 +211,8 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         pgid,
         sid,
         state: State::Runnable,
-        kstack: Some(kstack),
+        kstack_base: kstack.base(),
+        kstack: Some(kstack.owned_by(pid)),
         kstack_top,
         rsp,
         fs_base: if a.flags & CLONE_SETTLS != 0 {
@@ -306,7 +305,8 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         pgid,
         sid,
         state: State::Runnable,
-        kstack: Some(kstack),
+        kstack_base: kstack.base(),
+        kstack: Some(kstack.owned_by(tid)),
         kstack_top,
         rsp,
         fs_base: if a.flags & CLONE_SETTLS != 0 {

@@ -17,6 +17,7 @@
 
 pub mod fork;
 pub mod futex;
+pub mod kstack;
 pub mod park;
 pub mod pgrp;
 pub mod sched;
@@ -96,7 +97,9 @@ pub struct Task {
     pub sid: u32,
     pub state: State,
     /// The kernel stack (`None`: pid 1 runs on the boot stack).
-    pub kstack: Option<Vec<u64>>,
+    pub kstack: Option<kstack::KStack>,
+    /// Its lowest word, the overflow canary (`arch::kstack`).
+    pub kstack_base: u64,
     /// Top of the kernel stack (the syscall entry's RSP).
     pub kstack_top: u64,
     /// Saved kernel RSP while switched out.
@@ -166,6 +169,9 @@ pub fn init() {
         sid: 1,
         state: State::Running,
         kstack: None,
+        kstack_base: crate::arch::percpu::this()
+            .kstack_base
+            .load(Ordering::Relaxed),
         kstack_top: crate::arch::switch::kernel_stack_top(),
         rsp: 0,
         fs_base: 0,

@@ -7,21 +7,22 @@ use spin::Mutex;
 use super::{KERNEL, Kernel, State, current_pid, set_current};
 use crate::arch::{self, switch};
 use crate::errno::Errno;
-use crate::process::{self, PROCESS, Process};
+use crate::mm::addr_space::AddrSpace;
+use crate::process::{self, PROCESS};
 
 /// `EDEADLK`: nothing can run and the caller would wait forever.
 const EDEADLK: Errno = Errno(35);
 
-/// The process of a task that has just exited, freed by the next task
-/// once CR3 no longer names its page tables ([`finish_switch`]).
-static DEAD: Mutex<Option<Process>> = Mutex::new(None);
+/// The address space of a task that has just exited, freed by the next
+/// task once CR3 no longer names its page tables ([`finish_switch`]).
+static DEAD: Mutex<Option<AddrSpace>> = Mutex::new(None);
 /// A zombie nobody will wait for (its parent ignores SIGCHLD), removed by
 /// the next task once its kernel stack is no longer in use.
 static AUTO_REAP: Mutex<Option<u32>> = Mutex::new(None);
 
-/// Parks the exiting task's process until the switch away is done.
-pub fn set_dead(p: Process) {
-    *DEAD.lock() = Some(p);
+/// Parks the exiting task's address space until the switch away is done.
+pub fn set_dead(mm: AddrSpace) {
+    *DEAD.lock() = Some(mm);
 }
 
 /// Removes `pid` from the table after the switch away from it.
@@ -143,6 +144,13 @@ pub fn switch(next: u32) {
         }
         return;
     }
+    // The stack being left must not have overflowed (`arch::kstack`).
+    arch::kstack::check_current();
+    if crate::control::on_control_stack() {
+        // Control requests never switch tasks (`control`): the control
+        // stack would be reused under the switched-out task.
+        panic!("task switch from a control request (task {prev} to {next})");
+    }
     let mut pg = PROCESS.lock();
     let mut k = KERNEL.lock();
     let Some(next_tgid) = k.tasks.get(&next).map(|t| t.tgid) else {
@@ -153,7 +161,7 @@ pub fn switch(next: u32) {
     let same = prev_tgid == next_tgid;
     let prev_rsp: *mut u64 = match k.tasks.get_mut(&prev) {
         Some(t) => {
-            t.sig = crate::signal::SigState::save();
+            t.sig.save_into();
             t.fs_base = arch::fs_base();
             t.gs_base = arch::gs_base();
             t.fpu.save();
@@ -167,19 +175,34 @@ pub fn switch(next: u32) {
             return;
         }
     };
-    if !same && let Some(mut p) = pg.take() {
-        crate::signal::save_group(&mut p.shared_sig);
+    // The `Process` (about 5 KiB) moves by swapping in place, never
+    // through a temporary: every switched-out task keeps this frame on
+    // its kernel stack (docs/processes.md, "Kernel stacks").
+    if !same && pg.is_some() {
+        if let Some(p) = pg.as_mut() {
+            crate::signal::save_group(&mut p.shared_sig);
+        }
         match k.tasks.get_mut(&prev_tgid) {
-            Some(leader) => leader.proc = Some(p),
-            None => log::error!("switch: group {prev_tgid} has no leader"),
+            Some(leader) => {
+                core::mem::swap(&mut *pg, &mut leader.proc);
+                // What the leader held (nothing, while its group ran).
+                *pg = None;
+            }
+            None => {
+                log::error!("switch: group {prev_tgid} has no leader");
+                *pg = None;
+            }
         }
     }
-    if !same {
-        let p = k.tasks.get_mut(&next_tgid).and_then(|l| l.proc.take());
-        if let Some(p) = p {
+    if !same && let Some(l) = k.tasks.get_mut(&next_tgid) {
+        if l.proc.is_some() {
+            core::mem::swap(&mut *pg, &mut l.proc);
+            // The slot held no process (it went to its leader above).
+            l.proc = None;
+        }
+        if let Some(p) = pg.as_ref() {
             process::activate(&p.mm);
             crate::signal::load_group(&p.signals.actions, &p.shared_sig);
-            *pg = Some(p);
         }
     }
     let Some(t) = k.tasks.get_mut(&next) else {
@@ -194,7 +217,7 @@ pub fn switch(next: u32) {
     arch::set_fs_base(t.fs_base);
     arch::set_gs_base(t.gs_base);
     t.fpu.restore();
-    switch::set_kernel_stack_top(t.kstack_top);
+    switch::set_kernel_stack(t.kstack_base, t.kstack_top);
     // The return page's slots are readable by every process: the next
     // one must not see the previous one's registers. (Defence in depth:
     // a task resumed after a switch returns through the stub itself and
@@ -215,8 +238,10 @@ pub fn switch(next: u32) {
 /// Runs in the task that was switched to: frees what the previous task
 /// left behind when it exited.
 fn finish_switch() {
-    if let Some(p) = DEAD.lock().take() {
-        super::wait::free_process(p);
+    let dead = DEAD.lock().take();
+    if let Some(mm) = dead {
+        // SAFETY: CR3 names the running task's PGD, not the dead one's.
+        unsafe { mm.free() };
     }
     if let Some(pid) = AUTO_REAP.lock().take() {
         KERNEL.lock().tasks.remove(&pid);

@@ -13,8 +13,8 @@
 //!
 //! Orders are served wherever control requests are (after a host call,
 //! at a syscall, from the idle poll while a task exits), so on whatever
-//! kernel stack the running task has; loading a program is deep, so
-//! [`serve_orders`] runs on a stack of its own ([`ORDER_STACK`]).
+//! task's kernel stack; loading a program is deep, so like every control
+//! request [`serve_orders`] runs on the vCPU's control stack (`control`).
 //!
 //! The kernel is not preemptive: a new process runs once the running task
 //! blocks, or returns from the syscall or interrupt it was served in
@@ -58,21 +58,6 @@ static BREAK: AtomicBool = AtomicBool::new(false);
 /// (delivered on the way out; no yield).
 static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
-/// Bytes of [`ORDER_STACK`]: serving an order (loading a program)
-/// used 27 KiB, measured.
-const ORDER_STACK_SIZE: usize = 64 << 10;
-
-#[repr(C, align(16))]
-struct OrderStack([u8; ORDER_STACK_SIZE]);
-
-/// The stack [`serve_orders`] runs on. A task's kernel stack (32 KiB)
-/// is too small for a program load on top of an exit and the idle poll:
-/// served there, an order overflowed it into the kernel heap.
-static mut ORDER_STACK: OrderStack = OrderStack([0; ORDER_STACK_SIZE]);
-/// Whether [`serve_orders`] runs on [`ORDER_STACK`] (never nested: control
-/// requests are not served inside one another).
-static ON_ORDER_STACK: AtomicBool = AtomicBool::new(false);
-
 /// `$PATH` when the environment has none (runc's default).
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -99,21 +84,11 @@ pub fn ready() -> bool {
     KERNEL.try_lock().is_some_and(|k| k.tasks.contains_key(&1))
 }
 
-/// Serves every waiting order (`control::EXEC`), on [`ORDER_STACK`].
+/// Serves every waiting order (`control::EXEC`). Like every control
+/// request, on the control stack (`control`): loading a program is deep
+/// (27 KiB measured), too deep for a task's kernel stack under an exit
+/// and the idle poll, where an order once overflowed into the heap.
 pub fn serve_orders() {
-    if ON_ORDER_STACK.swap(true, Ordering::Acquire) {
-        log::error!("exec: orders served inside one another");
-        return;
-    }
-    let top = (&raw mut ORDER_STACK) as u64 + ORDER_STACK_SIZE as u64;
-    // SAFETY: the stack is a static of its own, 16-byte aligned at both
-    // ends, used by nothing else (`ON_ORDER_STACK`); serving orders never
-    // switches tasks (a kick that lands meanwhile only counts itself).
-    unsafe { arch::switch::on_stack(top, serve_orders_here) };
-    ON_ORDER_STACK.store(false, Ordering::Release);
-}
-
-extern "C" fn serve_orders_here() {
     let mut buf = Vec::new();
     if buf.try_reserve_exact(MAX_ORDER).is_err() {
         log::error!("exec: no kernel memory for an order");
@@ -315,7 +290,8 @@ fn insert(p: Process, id: u64, entry: &loader::Entry) -> Result<u32, Errno> {
         pgid: pid,
         sid: pid,
         state: State::Runnable,
-        kstack: Some(kstack),
+        kstack_base: kstack.base(),
+        kstack: Some(kstack.owned_by(pid)),
         kstack_top,
         rsp,
         fs_base: 0,

@@ -136,11 +136,14 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
     let proc = PROCESS.lock().take();
-    if let Some(mut p) = proc {
+    if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
-        // switch, when CR3 no longer names them.
-        drop(core::mem::take(&mut p.files));
-        sched::set_dead(p);
+        // switch, when CR3 no longer names them. Only the address space
+        // waits (small: the next task frees it at the deepest point of
+        // its stack, right after the switch).
+        let Process { mm, files, .. } = p;
+        drop(files);
+        sched::set_dead(mm);
     }
     let mut k = KERNEL.lock();
     remove_threads(&mut k, g, me);
