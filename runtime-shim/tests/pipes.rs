@@ -13,9 +13,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdout, Stdio};
+use std::io::Write;
+use std::process::Stdio;
 
+use common::controlled::Controlled;
 use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
 
 fn pipes() -> std::path::PathBuf {
@@ -55,63 +56,15 @@ fn a_process_alone_on_its_own_pipe() {
 }
 
 /// A sandbox under control running `pipes MODE`, which prints "ready".
-struct Controlled {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    socket: std::path::PathBuf,
-    _dir: common::tmp::TempDir,
+fn start(mode: &str) -> Controlled {
+    let (c, line) = Controlled::start(&format!("pipes-{mode}"), &pipes(), &[mode], Stdio::piped());
+    assert_eq!(line, "ready\n");
+    c
 }
 
-impl Controlled {
-    fn start(mode: &str) -> Controlled {
-        let dir = common::tmp::TempDir::new(&format!("pipes-{mode}"));
-        let socket = dir.join("ctl.sock");
-        let state = dir.join("state");
-        let mut child = common::qrun_do_controlled(&socket, &state)
-            .arg(pipes())
-            .arg(mode)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn qrun");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("read");
-        assert_eq!(line, "ready\n");
-        common::wait_for_socket(&socket);
-        Controlled {
-            child,
-            out,
-            socket,
-            _dir: dir,
-        }
-    }
-
-    fn ctl(&self, req: &str) -> serde_json::Value {
-        common::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
-    }
-
-    fn hibernate_and_wake(&self) {
-        let st = self.ctl("hibernate");
-        assert_eq!(st["state"], "hibernated", "{st}");
-        self.ctl("wake");
-    }
-
-    /// The rest of stdout and the exit status.
-    fn finish(mut self) -> (String, i32) {
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).expect("stdout");
-        let out = self.child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "status {:?}, stderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (rest, common::shell_status(out.status))
-    }
+fn hibernate_and_wake(c: &Controlled) {
+    c.hibernate();
+    c.ctl("wake");
 }
 
 /// Two processes: the parent parked reading an empty pipe, the child
@@ -123,9 +76,9 @@ fn hibernate_with_a_reader_parked_on_a_pipe() {
     if !require_kvm() {
         return;
     }
-    let mut c = Controlled::start("hib");
-    c.hibernate_and_wake();
-    c.hibernate_and_wake();
+    let mut c = start("hib");
+    hibernate_and_wake(&c);
+    hibernate_and_wake(&c);
     let mut stdin = c.child.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("write");
     drop(stdin);
@@ -144,8 +97,8 @@ fn a_lone_task_blocked_on_its_pipe_hibernates_and_takes_signals() {
     if !require_kvm() {
         return;
     }
-    let c = Controlled::start("selfblock");
-    c.hibernate_and_wake();
+    let c = start("selfblock");
+    hibernate_and_wake(&c);
     c.ctl("signal 10");
     let (rest, code) = c.finish();
     assert_eq!(rest, "selfblock: read -1 EINTR, signals 1\n");

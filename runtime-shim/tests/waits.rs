@@ -12,11 +12,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use common::controlled::Controlled;
 use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
 
 fn waits() -> std::path::PathBuf {
@@ -72,53 +73,27 @@ fn sigalrm_reaches_the_process_that_armed_it() {
 
 /// A sandbox under control, running `waits MODE`, which prints "port N".
 struct Server {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    socket: std::path::PathBuf,
+    c: Controlled,
     port: u16,
-    _dir: common::tmp::TempDir,
 }
 
 impl Server {
     fn start(mode: &str) -> Server {
-        let dir = common::tmp::TempDir::new(&format!("waits-{mode}"));
-        let socket = dir.join("ctl.sock");
-        let state = dir.join("state");
-        let mut child = common::qrun_do_controlled(&socket, &state)
-            .arg(waits())
-            .arg(mode)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn qrun");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("read the port");
+        let (c, line) =
+            Controlled::start(&format!("waits-{mode}"), &waits(), &[mode], Stdio::null());
         let port = line
             .strip_prefix("port ")
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port line: {line:?}"));
-        common::wait_for_socket(&socket);
-        Server {
-            child,
-            out,
-            socket,
-            port,
-            _dir: dir,
-        }
+        Server { c, port }
     }
 
     fn ctl(&self, req: &str) -> serde_json::Value {
-        common::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
+        self.c.ctl(req)
     }
 
-    /// Hibernates (the program waits somewhere) and checks the state.
     fn hibernate(&self) -> serde_json::Value {
-        let st = self.ctl("hibernate");
-        assert_eq!(st["state"], "hibernated", "{st}");
-        st
+        self.c.hibernate()
     }
 
     /// Connects, sends a request, returns the answer.
@@ -132,17 +107,8 @@ impl Server {
         answer
     }
 
-    /// The rest of stdout and the exit status.
-    fn finish(mut self) -> (String, i32) {
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).expect("stdout");
-        let out = self.child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (rest, common::shell_status(out.status))
+    fn finish(self) -> (String, i32) {
+        self.c.finish()
     }
 }
 

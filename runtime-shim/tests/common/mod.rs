@@ -9,6 +9,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod bundle;
+pub mod controlled;
 pub mod http;
 pub mod ready;
 pub mod runc;

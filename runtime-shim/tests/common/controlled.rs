@@ -1,0 +1,73 @@
+//! A program under `qrun do` with a control socket: started, its first
+//! stdout line read, then hibernated, woken and signalled through `qrun
+//! ctl`, and finished (waits.rs, pipes.rs).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Stdio};
+
+use super::tmp::TempDir;
+
+/// A running sandbox and its control socket.
+pub struct Controlled {
+    pub child: Child,
+    out: BufReader<ChildStdout>,
+    socket: PathBuf,
+    _dir: TempDir,
+}
+
+impl Controlled {
+    /// Starts `prog args` (empty environment, stdin `stdin`) and returns
+    /// it with the first line it printed, once its socket is up.
+    pub fn start(tag: &str, prog: &Path, args: &[&str], stdin: Stdio) -> (Controlled, String) {
+        let dir = TempDir::new(tag);
+        let socket = dir.join("ctl.sock");
+        let state = dir.join("state");
+        let mut child = super::qrun_do_controlled(&socket, &state)
+            .arg(prog)
+            .args(args)
+            .env_clear()
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn qrun");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read the first line");
+        super::wait_for_socket(&socket);
+        let c = Controlled {
+            child,
+            out,
+            socket,
+            _dir: dir,
+        };
+        (c, line)
+    }
+
+    /// A `qrun ctl` request; its JSON answer.
+    pub fn ctl(&self, req: &str) -> serde_json::Value {
+        super::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
+    }
+
+    /// Hibernates (the program waits somewhere) and checks the state.
+    pub fn hibernate(&self) -> serde_json::Value {
+        let st = self.ctl("hibernate");
+        assert_eq!(st["state"], "hibernated", "{st}");
+        st
+    }
+
+    /// The rest of stdout and the exit status, which must be a success.
+    pub fn finish(mut self) -> (String, i32) {
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).expect("stdout");
+        let out = self.child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "status {:?}, stderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (rest, super::shell_status(out.status))
+    }
+}
