@@ -84,8 +84,15 @@ echo
 q kill "$ID" SIGSTOP
 echo "hibernated PSS by mapping (the 5 largest):"
 awk '/^[0-9a-f]+-/ {name=$6} /^Pss:/ {pss[name]+=$2} END {for (n in pss) printf "  %6.0f KiB  %s\n", pss[n], n}' "/proc/$PID/smaps" | sort -rn | head -5
+status() { q state "$ID" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
+# The function installs no SIGTERM handler: as a container's pid 1 (init
+# semantics, as under runc) it ignores SIGTERM; SIGKILL ends it, as
+# `docker stop` does after its grace period.
 q kill "$ID" SIGTERM
-for _ in $(seq 100); do [ "$(q state "$ID" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')" = stopped ] && break; sleep 0.05; done
-echo "after SIGTERM: $(q state "$ID" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["status"])')"
+sleep 0.3
+echo "after SIGTERM (no handler; pid 1 ignores it, as under runc): $(status)"
+q kill "$ID" SIGKILL
+for _ in $(seq 100); do [ "$(status)" = stopped ] && break; sleep 0.05; done
+echo "after SIGKILL: $(status)"
 q delete "$ID"
 echo "deleted; no swap or REAP file is left: $(ls "$ROOT" | wc -l) entries under the runtime root"
