@@ -84,54 +84,36 @@ fn shell_statuses() {
 /// intact afterwards.
 #[test]
 fn hibernate_with_a_child() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::process::Stdio;
 
     if !require_kvm() {
         return;
     }
-    let dir = common::tmp::TempDir::new("forkhib");
-    let socket = dir.join("ctl.sock");
-    let state = dir.join("state");
-    let mut child = common::qrun_do_controlled(&socket, &state)
-        .arg(test_apps::path("forkhib"))
-        .arg("16")
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qrun");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read");
+    let (mut c, line) = common::controlled::Controlled::start(
+        "forkhib",
+        &test_apps::path("forkhib"),
+        &["16"],
+        Stdio::piped(),
+    );
     assert_eq!(line, "ready\n");
-    common::wait_for_socket(&socket);
     for i in 0..3 {
-        let st = common::ctl(&socket, "hibernate").expect("hibernate");
-        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
-        // The first deflate moves both processes' memory out (the
-        // parent's 16 MiB, half of it shared with the child, and the
-        // child's own 8 MiB); it stays out until touched.
+        let st = c.hibernate();
         assert!(
             i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 20 << 20,
             "cycle {i}: both processes' pages should leave: {st}"
         );
-        common::ctl(&socket, "wake").expect("wake");
+        c.ctl("wake");
     }
+    let mut stdin = c.child.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("write");
     drop(stdin);
-    let rest: String = stdout.lines().map(|l| l.expect("line") + "\n").collect();
-    let out = child.wait_with_output().expect("wait");
-    let text = line + &rest;
+    let (rest, code) = c.finish();
     assert_eq!(
-        text,
-        "ready\nchild: 0 bad bytes\nparent: 0 bad bytes, child status 0\n",
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
+        rest,
+        "child: 0 bad bytes\nparent: 0 bad bytes, child status 0\n"
     );
-    assert_eq!(common::shell_status(out.status), 0);
+    assert_eq!(code, 0);
 }
 
 /// Pipelines that move more than a host pipe's buffer (64 KiB): the

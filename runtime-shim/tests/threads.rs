@@ -126,48 +126,34 @@ fn thread_ids_affinity_names() {
 /// walked once and both threads find their bytes intact.
 #[test]
 fn hibernate_two_threads() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::process::Stdio;
 
     if !require_kvm() {
         return;
     }
-    let dir = common::tmp::TempDir::new("threadhib");
-    let socket = dir.join("ctl.sock");
-    let state = dir.join("state");
-    let mut child = common::qrun_do_controlled(&socket, &state)
-        .arg(test_apps::path("threads"))
-        .args(["hib", "12"])
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qrun");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("read");
+    let (mut c, line) = common::controlled::Controlled::start(
+        "threadhib",
+        &test_apps::path("threads"),
+        &["hib", "12"],
+        Stdio::piped(),
+    );
     assert_eq!(line, "ready\n");
-    common::wait_for_socket(&socket);
     for i in 0..3 {
-        let st = common::ctl(&socket, "hibernate").expect("hibernate");
-        assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
+        let st = c.hibernate();
         assert!(
             i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 20 << 20,
             "cycle {i}: both threads' pages should leave: {st}"
         );
-        common::ctl(&socket, "wake").expect("wake");
+        c.ctl("wake");
     }
+    let mut stdin = c.child.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("write");
     drop(stdin);
-    let rest: String = out.lines().map(|l| l.expect("line") + "\n").collect();
-    let res = child.wait_with_output().expect("wait");
+    let (rest, code) = c.finish();
     assert_eq!(
-        line + &rest,
-        "ready\nworker: 0 bad bytes, main's: 0 bad bytes\nmain: 0 bad bytes\n",
-        "stderr: {}",
-        String::from_utf8_lossy(&res.stderr)
+        rest,
+        "worker: 0 bad bytes, main's: 0 bad bytes\nmain: 0 bad bytes\n"
     );
-    assert_eq!(common::shell_status(res.status), 0);
+    assert_eq!(code, 0);
 }
