@@ -191,13 +191,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let pid = alloc_pid(&mut k);
-    if a.flags & CLONE_CHILD_SETTID != 0 {
-        // As Linux, a bad address is ignored.
-        let _ = uaccess::write(&mut child.mm, a.child_tid, &pid);
-    }
-    if a.flags & CLONE_PARENT_SETTID != 0 {
-        let _ = uaccess::write(&mut p.mm, a.parent_tid, &pid);
-    }
+    set_tids(a, Some(&mut child.mm), &mut p.mm, pid);
     let (ppid, pgid, sid) = match k.tasks.get(&me) {
         Some(t) if a.flags & CLONE_PARENT != 0 => (t.ppid, t.pgid, t.sid),
         Some(t) => (me, t.pgid, t.sid),
@@ -231,6 +225,22 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
     Ok(pid)
+}
+
+/// `CLONE_CHILD_SETTID` (into the child's memory, `None`: it shares the
+/// parent's) and `CLONE_PARENT_SETTID`: writes the new task's id. As
+/// Linux, a bad address is ignored.
+fn set_tids(a: &ForkArgs, child: Option<&mut AddrSpace>, parent: &mut AddrSpace, id: u32) {
+    if a.flags & CLONE_CHILD_SETTID != 0 {
+        let mm = match child {
+            Some(mm) => mm,
+            None => &mut *parent,
+        };
+        let _ = uaccess::write(mm, a.child_tid, &id);
+    }
+    if a.flags & CLONE_PARENT_SETTID != 0 {
+        let _ = uaccess::write(parent, a.parent_tid, &id);
+    }
 }
 
 /// A free pid: pids count up to PID_MAX and wrap, skipping the ones in use
@@ -283,12 +293,7 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let g = super::current_tgid();
     let mut k = KERNEL.lock();
     let tid = alloc_pid(&mut k);
-    if a.flags & CLONE_CHILD_SETTID != 0 {
-        let _ = uaccess::write(&mut p.mm, a.child_tid, &tid);
-    }
-    if a.flags & CLONE_PARENT_SETTID != 0 {
-        let _ = uaccess::write(&mut p.mm, a.parent_tid, &tid);
-    }
+    set_tids(a, None, &mut p.mm, tid);
     let (ppid, pgid, sid) = match k.tasks.get(&g) {
         Some(l) => (l.ppid, l.pgid, l.sid),
         None => (0, g, 1),
