@@ -4,7 +4,8 @@
 # apps), busybox-static (compat tests), curl (HTTP server
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
 # bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
-# demo edits config.json with it), nodejs (runtimes.rs), and the Rust
+# demo edits config.json with it), nodejs and go (runtimes.rs), make
+# (processes.rs builds a C project in the sandbox), and the Rust
 # toolchain and targets pinned by rust-toolchain.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,8 @@ command -v crun >/dev/null || need+=(crun)
 command -v nsenter >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
 command -v node >/dev/null || need+=(nodejs)
+command -v go >/dev/null || need+=(golang-go)
+command -v make >/dev/null || need+=(make)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
