@@ -207,6 +207,28 @@ pub enum Call {
 }
 
 impl Call {
+    /// Whether returning from this call leaves a hibernated sandbox
+    /// hibernated (the guest touches no user memory after it): the calls
+    /// that deflate, logging, reclaim and the final calls. Every other
+    /// call (a swap fault too, any wait) makes the VMM wake the sandbox
+    /// (read the REAP file back) before it returns.
+    pub fn keeps_hibernated(self) -> bool {
+        matches!(
+            self,
+            Self::Log
+                | Self::Reclaim
+                | Self::Exit
+                | Self::Panic
+                | Self::BootError
+                | Self::HibernateBegin
+                | Self::SwapOut
+                | Self::ReapOut
+                | Self::HibernatePrepare
+                | Self::HibernateCommit
+                | Self::HibernateAbort
+        )
+    }
+
     /// Decodes a call number coming from the guest.
     pub fn from_u64(n: u64) -> Option<Self> {
         Some(match n {
