@@ -429,6 +429,10 @@ fn a_forking_container_survives_hibernation_rounds() {
             "running",
             "round {round}"
         );
-        assert_eq!(hibernation(c.root.path(), &c.id), "running", "round {round}");
+        assert_eq!(
+            hibernation(c.root.path(), &c.id),
+            "running",
+            "round {round}"
+        );
     }
 }
