@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 11;
+pub const ABI_VERSION: u64 = 12;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -204,6 +204,12 @@ pub enum Call {
     /// Every page is checked against its checksum; a mismatch stops the
     /// sandbox (the call never returns).
     SwapIn = 70,
+    /// The guest is about to run the program (or touch its memory) after
+    /// a committed hibernation that nothing has woken yet (an exec order,
+    /// a signal or a timer seen on the way out of the deflate): the VMM
+    /// wakes the sandbox (reads the REAP file back) before it returns 0.
+    /// A no-op when the sandbox is awake.
+    Wake = 71,
 }
 
 impl Call {
@@ -264,6 +270,7 @@ impl Call {
             68 => Self::HibernateCommit,
             69 => Self::HibernateAbort,
             70 => Self::SwapIn,
+            71 => Self::Wake,
             _ => return None,
         })
     }

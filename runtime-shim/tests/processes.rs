@@ -449,6 +449,14 @@ fn a_forking_init_survives_hibernation_rounds() {
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
+        // The loop's timers do not wake it, and nothing ran meanwhile.
+        match common::ctl(&socket, "status") {
+            Ok(st) if st["state"] == "hibernated" => {}
+            other => {
+                failure = Some(format!("cycle {i}: 200 ms after: {other:?}"));
+                break;
+            }
+        }
         if let Err(e) = common::ctl(&socket, "wake") {
             failure = Some(format!("cycle {i}: wake: {e}"));
             break;

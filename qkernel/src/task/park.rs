@@ -354,7 +354,7 @@ fn hibernated() -> bool {
 /// is the nearest timed futex wait's (`NEVER`: none).
 pub fn idle_poll(futex_deadline: u64) {
     let (mut fds, owners) = parked_fds();
-    let mut deadline = if hibernated() {
+    let mut deadline = if hibernated() || crate::mm::swap::asleep() {
         NEVER
     } else {
         timers::next_deadline().min(futex_deadline)
@@ -380,7 +380,9 @@ pub fn idle_poll(futex_deadline: u64) {
         if crate::signal::interrupts() {
             sched::wake(&mut KERNEL.lock(), current_pid());
         }
-        timers::run_expired();
+        if !crate::mm::swap::asleep() {
+            timers::run_expired();
+        }
         return;
     }
     wake_ready(&fds, &owners, rc);

@@ -77,7 +77,11 @@ fn next_task() -> Option<u32> {
     loop {
         {
             let mut k = KERNEL.lock();
-            super::futex::expire(&mut k);
+            // Timers do not wake a hibernated sandbox: deadlines that
+            // passed fire after the wake.
+            if !crate::mm::swap::asleep() {
+                super::futex::expire(&mut k);
+            }
             if let Some(next) = pick(&mut k) {
                 return Some(next);
             }
@@ -137,6 +141,8 @@ pub fn leave_dead() -> ! {
 /// group, the process goes back into its leader's task and the next
 /// group's comes out of its leader's.
 pub fn switch(next: u32) {
+    // A task that runs may touch its memory: never while hibernated.
+    crate::mm::swap::ensure_awake();
     let prev = current_pid();
     if prev == next {
         if let Some(t) = KERNEL.lock().tasks.get_mut(&prev) {
