@@ -46,11 +46,11 @@
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use qlib::abi::{Call, IoVec, MAX_IOVECS, SwapPage};
 use qlib::pte::{
     ADDR_MASK, HUGE, MAX_SWAP_SLOT, NO_EXEC, PRESENT, Pte, USER, WRITABLE, swap_entry,
 };
-use core::sync::atomic::{AtomicBool, Ordering};
 use spin::Mutex;
 
 use super::addr_space::{AddrSpace, pte_flags};
