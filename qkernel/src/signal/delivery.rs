@@ -126,7 +126,7 @@ fn fix_restart(regs: &mut TrapFrame, syscall: Option<u64>, handler_flags: Option
 fn setup(regs: &mut TrapFrame, sig: u32, info: &Info, act: &SigAction) {
     let oldmask = take_suspend_mask().unwrap_or_else(blocked);
     let r = process::with(|p| -> Result<u64, Errno> {
-        let (ss_sp, ss_flags, ss_size) = p.signals.altstack;
+        let (ss_sp, ss_flags, ss_size) = process::thread().altstack;
         let alt_on = ss_flags & SS_DISABLE == 0;
         let on_alt = alt_on && regs.rsp > ss_sp && regs.rsp - ss_sp <= ss_size;
         let top = if act.flags & SA_ONSTACK != 0 && alt_on && !on_alt {

@@ -28,8 +28,8 @@ pub fn getegid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
 }
 
 /// `set_tid_address(tidptr)`.
-pub fn set_tid_address(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    p.clear_child_tid = a[0];
+pub fn set_tid_address(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    crate::process::thread().clear_child_tid = a[0];
     Ok(1)
 }
 
@@ -40,11 +40,11 @@ pub fn rseq(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
 }
 
 /// `set_robust_list(head, len)`.
-pub fn set_robust_list(p: &mut Process, a: &[u64; 6]) -> SysResult {
+pub fn set_robust_list(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[1] != 24 {
         return Err(Errno::EINVAL);
     }
-    p.robust_list = a[0];
+    crate::process::thread().robust_list = a[0];
     Ok(0)
 }
 
