@@ -27,10 +27,11 @@ pub fn getegid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(p.ids[3] as usize)
 }
 
-/// `set_tid_address(tidptr)`.
+/// `set_tid_address(tidptr)`: returns the caller's tid, as Linux (musl
+/// takes its main thread's tid from it).
 pub fn set_tid_address(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     crate::process::thread().clear_child_tid = a[0];
-    Ok(1)
+    Ok(crate::task::current_pid() as usize)
 }
 
 /// `rseq(...)`: not supported; `ENOSYS` tells glibc to run without it
