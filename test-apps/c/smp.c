@@ -52,8 +52,11 @@ static uint64_t now_ns(void)
 #define READERS 3
 
 static atomic_int stop;
-/* Values below this (and not 0, a fresh page) are from a mapping whose
- * munmap has returned: no reader may see them after loading it. */
+/* Every word of page `p` of the mapping of round `g` holds PAT(g, p).
+ * Rounds below `floor_gen` are from a mapping whose munmap has returned:
+ * no reader may see them after loading it, nor another page's words (a
+ * stale translation to a frame reused elsewhere). 0: a fresh page. */
+#define PAT(g, p) ((g) * 64 + (int)(p) + 1)
 static atomic_int floor_gen;
 /* Non-zero (the round) while the region is PROT_NONE: set after mprotect
  * returned, cleared before it is made readable again. */
@@ -82,7 +85,7 @@ static void *reader(void *arg)
 			int v = *(volatile int *)(RACE_VA + off);
 			in_read = 0;
 			n++;
-			if (v != 0 && v < f)
+			if (v != 0 && (v < PAT(f, 0) || (v - 1) % 64 != (int)(off / 4096)))
 				atomic_fetch_add(&stale, 1);
 			if (r1 != 0 && atomic_load(&none_round) == r1)
 				atomic_fetch_add(&read_while_none, 1);
@@ -98,7 +101,7 @@ static void *reader(void *arg)
 static void fill(int g)
 {
 	for (unsigned long i = 0; i < RACE_LEN; i += sizeof(int))
-		*(int *)(RACE_VA + i) = g;
+		*(int *)(RACE_VA + i) = PAT(g, i / 4096);
 }
 
 static int map_fixed(void)
