@@ -4,6 +4,9 @@
 //! mapping: the file, another mapping in the same sandbox, a child and
 //! another sandbox all still see the file's bytes.
 //!
+//! Writable `MAP_SHARED` file mappings (`filemap_shared`) do what they do
+//! natively, step by step, and leave the same file behind.
+//!
 //! Needs /dev/kvm: without it the test says SKIPPED loudly, and fails
 //! under `CI=true`.
 
@@ -15,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::tmp::TempDir;
-use common::{qrun, require_kvm, run_sandboxed, stdout};
+use common::{assert_same, qrun, require_kvm, run_native, run_sandboxed, stdout};
 
 /// `pid` and every process below it.
 fn process_tree(pid: u32) -> Vec<u32> {
@@ -98,4 +101,39 @@ fn private_file_writes_stay_private_and_pages_come_from_the_host_file() {
     let status = a.wait().expect("wait for A");
     assert_eq!(rest, "ok\n");
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn shared_writable_file_mappings_behave_as_natively() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-shared");
+    let prog = test_apps::path("filemap_shared");
+    let native_file = dir.path().join("native.bin");
+    let sandbox_file = dir.path().join("sandbox.bin");
+    let native = run_native(&prog, &[&native_file.to_string_lossy()], &[]);
+    let sandboxed = run_sandboxed(&prog, &[&sandbox_file.to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    assert_same("filemap_shared", &native, &sandboxed);
+    // What it checks happened at all (natively, so in the sandbox too).
+    let out = stdout(&native);
+    for want in [
+        "child write: pread 5 'CHILD'",
+        "page past the end: sigbus code 2",
+        "after shrinking, page 2: sigbus code 2",
+        "after munmap: pread 5 'UNMAP'",
+        "memfd: pread 5 'MEMFD'",
+    ] {
+        assert!(out.contains(want), "native run lacks {want:?}:\n{out}");
+    }
+    // The host file is the same, including the write through a mapping
+    // the program neither synced nor unmapped before exiting.
+    let (n, s) = (
+        std::fs::read(&native_file).expect("read native file"),
+        std::fs::read(&sandbox_file).expect("read sandbox file"),
+    );
+    assert_eq!(n.len(), s.len(), "file sizes");
+    assert!(n == s, "the files differ after exit");
+    assert_eq!(&s[600..606], b"ATEXIT");
 }

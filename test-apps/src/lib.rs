@@ -68,6 +68,8 @@ pub const ALL: &[&str] = &[
     "fileops",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",
+    // Writable MAP_SHARED file mappings, native vs sandbox (filemap).
+    "filemap_shared",
     "free_probe",
     "fileops_special",
     "hello",
