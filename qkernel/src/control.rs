@@ -209,6 +209,9 @@ fn serve(interrupted: bool) {
     if bits & control::SIGNAL != 0 {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
+    if bits & control::WINDOW_GONE != 0 {
+        crate::mm::filemap::take_gone();
+    }
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }

@@ -5,7 +5,12 @@
 //! another sandbox all still see the file's bytes.
 //!
 //! Writable `MAP_SHARED` file mappings (`filemap_shared`) do what they do
-//! natively, step by step, and leave the same file behind.
+//! natively, step by step, and leave the same file behind. A file shrunk
+//! while mapped from the file window (by the program itself or on the
+//! host) gives `SIGBUS` past its new end, as natively, and never stops the
+//! sandbox (`filemap_truncated`). The window's cap (1 GiB): a file past it
+//! is copied into guest RAM, and `ENOMEM` when that does not fit either
+//! (`filemap_many`).
 //!
 //! Needs /dev/kvm: without it the test says SKIPPED loudly, and fails
 //! under `CI=true`.
@@ -18,7 +23,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::tmp::TempDir;
-use common::{assert_same, qrun, require_kvm, run_native, run_sandboxed, stdout};
+use common::{
+    assert_same, qrun, require_kvm, run_native, run_sandboxed, run_sandboxed_with, stdout,
+};
 
 /// `pid` and every process below it.
 fn process_tree(pid: u32) -> Vec<u32> {
@@ -136,4 +143,112 @@ fn shared_writable_file_mappings_behave_as_natively() {
     assert_eq!(n.len(), s.len(), "file sizes");
     assert!(n == s, "the files differ after exit");
     assert_eq!(&s[600..606], b"ATEXIT");
+}
+
+#[test]
+fn a_file_shrunk_while_mapped_gives_sigbus_as_natively() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-truncated");
+    let prog = test_apps::path("filemap_truncated");
+    let native = run_native(&prog, &[&dir.path().join("n").to_string_lossy()], &[]);
+    let sandboxed = run_sandboxed(&prog, &[&dir.path().join("s").to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    assert!(
+        stdout(&native).contains("page 2: sigbus code 2"),
+        "{native:?}"
+    );
+    assert_same("filemap_truncated", &native, &sandboxed);
+}
+
+#[test]
+fn a_file_shrunk_on_the_host_while_mapped_gives_sigbus() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-host-truncated");
+    let prog = test_apps::path("filemap_truncated");
+    // What the program prints natively when it shrinks the file itself.
+    let native = run_native(&prog, &[&dir.path().join("n").to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    let file = dir.path().join("s");
+    let mut child = Command::new(qrun())
+        .args(["do", "--"])
+        .arg(&prog)
+        .arg(&file)
+        .arg("wait")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qrun do");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut seen = String::new();
+    let mut line = String::new();
+    while out.read_line(&mut line).expect("read stdout") > 0 && line != "mapped\n" {
+        seen.push_str(&line);
+        line.clear();
+    }
+    assert_eq!(
+        line, "mapped\n",
+        "the sandbox never mapped the file: {seen}"
+    );
+    // The host shrinks the file under the sandbox's mappings.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_len(4096 + 100))
+        .expect("shrink the file on the host");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), b"go\n").expect("go");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read stdout");
+    let result = child.wait_with_output().expect("wait for qrun");
+    assert!(
+        result.status.success(),
+        "{:?}: {}",
+        result.status,
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(seen + &rest, stdout(&native));
+}
+
+#[test]
+fn files_past_the_window_cap_are_copied_or_enomem() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-cap");
+    // Sparse files: 3 x 500 MiB against a 1 GiB window and 256 MiB of
+    // guest RAM; 30 MiB when 24 MiB of window are left.
+    let mut names = Vec::new();
+    for (name, size) in [
+        ("a", 500u64 << 20),
+        ("b", 500 << 20),
+        ("c", 500 << 20),
+        ("small", 30 << 20),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, name.as_bytes()).expect("write");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(size))
+            .expect("size the file");
+        names.push(path.to_string_lossy().into_owned());
+    }
+    let args: Vec<&str> = names.iter().map(String::as_str).collect();
+    let prog = test_apps::path("filemap_many");
+    let native = run_native(&prog, &args, &[]);
+    assert_eq!(
+        stdout(&native),
+        "a: ok a\nb: ok b\nc: ok c\nsmall: ok s\n",
+        "{native:?}"
+    );
+    let sandboxed = run_sandboxed_with(&["--memory", "256M"], &prog, &args, &[]);
+    assert_eq!(
+        (sandboxed.status, stdout(&sandboxed)),
+        (0, "a: ok a\nb: ok b\nc: ENOMEM\nsmall: ok s\n".to_string()),
+        "{sandboxed:?}"
+    );
 }

@@ -146,7 +146,14 @@ impl AddrSpace {
         let mut va = start;
         while va < end {
             let vma = self.vmas.find(va).ok_or(Errno::EFAULT)?;
-            let (prot, file, kind) = (vma.prot, vma.file.and_then(|f| f.gpa(va)), vma.kind);
+            let (prot, kind) = (vma.prot, vma.kind);
+            // Window pages of a file that shrank on the host stay unmapped
+            // (a fault there is SIGBUS).
+            let file = vma.file.and_then(|f| f.gpa(va));
+            if file.is_some_and(super::filemap::is_gone) {
+                va += 4096;
+                continue;
+            }
             let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
             // SAFETY: `leaf` points into a live page-table page of ours.
             let pte = Pte(unsafe { *leaf });

@@ -25,7 +25,7 @@ pub enum FaultError {
     Segv,
     /// Out of memory: the program is killed (SIGKILL, as the OOM killer).
     Oom,
-    /// A shared file mapping's page past the file's end: SIGBUS.
+    /// A file mapping's page past the file's end: SIGBUS.
     Bus,
 }
 
@@ -54,6 +54,14 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         let window = FAULT_AROUND_PAGES * 4096;
         let start = (page & !(window - 1)).max(vma.start);
         let mut end = ((page & !(window - 1)) + window).min(vma.end);
+        // A file that shrank on the host past this page.
+        if vma
+            .file
+            .and_then(|f| f.gpa(page))
+            .is_some_and(super::filemap::is_gone)
+        {
+            return Err(FaultError::Bus);
+        }
         if let VmaKind::SharedFile { id, delta } = vma.kind {
             // Only pages the file reaches; one host read for the missing
             // ones of the window.

@@ -356,7 +356,7 @@ fn reload(id: u32) {
         (pages, gone)
     };
     if !gone.is_empty() {
-        super::swap::unmap_everywhere(&gone);
+        super::swap::unmap_everywhere(&|g| gone.contains(&g));
         gone.iter().for_each(|&g| frames::put(g));
     }
     for &(i, gpa) in &pages {

@@ -383,13 +383,14 @@ fn undo(st: &mut SwapState) {
     st.moving.iter_mut().for_each(|m| *m = 0);
 }
 
-/// Removes every user PTE of every address space that maps one of
-/// `frames_to_drop`, dropping its reference (a shared file's pages past
-/// the file's new end: `sharedfile`).
-pub fn unmap_everywhere(frames_to_drop: &BTreeSet<u64>) {
+/// Removes every user PTE of every address space whose page `drop`
+/// selects, dropping its reference (a shared file's pages past the file's
+/// new end: `sharedfile`; window pages of a file shrunk on the host:
+/// `filemap`).
+pub fn unmap_everywhere(drop: &dyn Fn(u64) -> bool) {
     for pgd in address_spaces() {
         walk_user(pgd, &mut |m: Mapped| {
-            if frames_to_drop.contains(&m.gpa) {
+            if drop(m.gpa) {
                 // SAFETY: `m.leaf` is a live leaf entry found by the walk;
                 // present -> not present is flushed below.
                 unsafe { *m.leaf = 0 };

@@ -192,6 +192,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),
             Some(Call::Exec) => self.exec(a),
+            Some(Call::WindowGone) => self.window_gone(a[0], a[1]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
