@@ -169,10 +169,12 @@ fn run_loop(
 /// (`KVM_EXIT_MEMORY_FAULT`, Linux 6.8 and later), if it does.
 fn memory_fault(vcpu: &mut VcpuFd) -> Option<u64> {
     let run = vcpu.get_kvm_run();
+    if run.exit_reason != kvm_bindings::KVM_EXIT_MEMORY_FAULT {
+        return None;
+    }
     // SAFETY: `memory_fault` is the union member KVM fills when it sets
     // this exit reason; any bit pattern is a valid u64.
-    (run.exit_reason == kvm_bindings::KVM_EXIT_MEMORY_FAULT)
-        .then(|| unsafe { run.__bindgen_anon_1.memory_fault.gpa })
+    Some(unsafe { run.__bindgen_anon_1.memory_fault.gpa })
 }
 
 /// The vCPU state worth printing when the guest dies.
