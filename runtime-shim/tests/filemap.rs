@@ -252,3 +252,33 @@ fn files_past_the_window_cap_are_copied_or_enomem() {
         "{sandboxed:?}"
     );
 }
+
+#[test]
+fn a_shared_file_mapping_survives_hibernation() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-shared-hib");
+    let file = dir.path().join("f");
+    let (mut c, line) = common::controlled::Controlled::start(
+        "filemap-shared-hib",
+        &test_apps::path("filemap_shared"),
+        &[&file.to_string_lossy(), "hold"],
+        Stdio::piped(),
+    );
+    assert_eq!(line, "holding\n");
+    c.hibernate();
+    // Written back before the hibernation: the host file has it.
+    let bytes = std::fs::read(&file).expect("read the file");
+    assert_eq!(&bytes[700..705], b"HIBER");
+    c.ctl("wake");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, b"go\n").expect("go");
+    drop(stdin);
+    let (rest, status) = c.finish();
+    assert_eq!(status, 0);
+    assert_eq!(
+        rest,
+        "after wake: 'HIBER'\nafter wake: pread 5 'HIBER'\nwritten after wake: pread 5 'AGAIN'\n"
+    );
+}

@@ -5,7 +5,9 @@
  * mapping of the same file, SIGBUS past the file's end, ftruncate growing
  * and shrinking the file, msync, munmap, mremap, memfd. It ends with a
  * write through a mapping it never unmaps or syncs: the file must have it
- * after exit. */
+ * after exit. `filemap_shared FILE hold` writes through the mapping, prints
+ * "holding", waits for a line on stdin (hibernated meanwhile) and shows
+ * what the mapping and the file hold then. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <setjmp.h>
@@ -91,6 +93,21 @@ int main(int argc, char **argv)
 	if (m == MAP_FAILED) {
 		perror("mmap");
 		return 2;
+	}
+	if (argc > 2 && strcmp(argv[2], "hold") == 0) {
+		/* Hibernated here: the write must survive, stay shared with the
+		 * file, and reach it. */
+		memcpy(m + 700, "HIBER", 5);
+		printf("holding\n");
+		fflush(stdout);
+		char line[16];
+		if (!fgets(line, sizeof line, stdin))
+			return 2;
+		printf("after wake: '%.5s'\n", m + 700);
+		show_pread(fd, "after wake", 700, 5);
+		memcpy(m + 710, "AGAIN", 5);
+		show_pread(fd, "written after wake", 710, 5);
+		return 0;
 	}
 	printf("mapped: %c %c %c tail %d\n", m[0], m[PG], m[2 * PG], m[2 * PG + 100]);
 
