@@ -2,7 +2,6 @@
 //! kernel image. Untouched heap pages cost the host nothing.
 
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use linked_list_allocator::LockedHeap;
 
@@ -13,33 +12,51 @@ struct HeapArea([u8; HEAP_SIZE]);
 
 static mut HEAP_AREA: HeapArea = HeapArea([0; HEAP_SIZE]);
 
-/// The allocator, noting the highest address it ever handed out (the
-/// heap above it was never touched).
-struct Tracked(LockedHeap);
+/// The allocator. The heap starts at [`INITIAL`] bytes of the area and
+/// grows at its end in [`GROW`] steps as allocations need it, so the
+/// allocator's free holes lie below the highest address ever used (the
+/// area above was never touched: a hibernation hands back only holes that
+/// held data, [`grab_free_pages`]).
+struct Growing(LockedHeap);
 
-/// End of the highest allocation so far (a kernel virtual address).
-static HIGH_WATER: AtomicUsize = AtomicUsize::new(0);
+/// The heap's first size.
+const INITIAL: usize = 256 << 10;
+/// How much the heap grows at least when an allocation does not fit.
+const GROW: usize = 64 << 10;
 
-// SAFETY: forwards to `LockedHeap`, a correct allocator; only notes
-// addresses on the side.
-unsafe impl GlobalAlloc for Tracked {
+// SAFETY: a `linked_list_allocator` heap, a correct allocator; growing
+// only adds the area's next bytes, which nothing else uses.
+unsafe impl GlobalAlloc for Growing {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { self.0.alloc(layout) };
-        if !p.is_null() {
-            HIGH_WATER.fetch_max(p as usize + layout.size(), Ordering::Relaxed);
+        let mut heap = self.0.lock();
+        loop {
+            if let Ok(p) = heap.allocate_first_fit(layout) {
+                return p.as_ptr();
+            }
+            let room = HEAP_SIZE - heap.size();
+            if room == 0 {
+                return core::ptr::null_mut();
+            }
+            let by = (layout.size() + layout.align())
+                .next_multiple_of(GROW)
+                .min(room);
+            // SAFETY: the `by` bytes after the heap's top are the rest of
+            // HEAP_AREA, which only this heap uses.
+            unsafe { heap.extend(by) };
         }
-        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.0.dealloc(ptr, layout) }
+        if let Some(p) = core::ptr::NonNull::new(ptr) {
+            // SAFETY: the caller's contract: `ptr` came from `alloc` with
+            // `layout`.
+            unsafe { self.0.lock().deallocate(p, layout) };
+        }
     }
 }
 
 #[global_allocator]
-static ALLOCATOR: Tracked = Tracked(LockedHeap::empty());
+static ALLOCATOR: Growing = Growing(LockedHeap::empty());
 
 /// Hands the heap area to the allocator. Called once at boot.
 pub fn init() {
@@ -47,7 +64,7 @@ pub fn init() {
     // nothing else.
     unsafe {
         let start = core::ptr::addr_of_mut!(HEAP_AREA) as *mut u8;
-        ALLOCATOR.0.lock().init(start, HEAP_SIZE);
+        ALLOCATOR.0.lock().init(start, INITIAL);
     }
 }
 
@@ -76,7 +93,7 @@ pub fn grab_free_pages() -> Grabbed {
     let reserve = Layout::from_size_align(RESERVE, 4096)
         .ok()
         .and_then(|l| heap.allocate_first_fit(l).ok().map(|p| (p, l)));
-    let mut size = HEAP_SIZE;
+    let mut size = heap.size().next_power_of_two();
     while size >= 8192 && blocks.len() < MAX_GRABBED {
         let Ok(layout) = Layout::from_size_align(size, 4096) else {
             break;
@@ -95,17 +112,11 @@ pub fn grab_free_pages() -> Grabbed {
 
 impl Grabbed {
     /// The blocks as guest-physical ranges.
-    /// The blocks as guest-physical ranges, up to the heap's high-water
-    /// mark (above it nothing was ever written).
+    /// The blocks as guest-physical ranges.
     pub fn ranges(&self) -> impl Iterator<Item = qlib::abi::IoVec> + '_ {
-        let high = HIGH_WATER.load(Ordering::Relaxed).next_multiple_of(4096) as u64;
-        self.blocks.iter().filter_map(move |(p, l)| {
-            let start = p.as_ptr() as u64;
-            let end = (start + l.size() as u64).min(high);
-            (end > start).then(|| qlib::abi::IoVec {
-                gpa: super::kva_to_gpa(start),
-                len: end - start,
-            })
+        self.blocks.iter().map(|(p, l)| qlib::abi::IoVec {
+            gpa: super::kva_to_gpa(p.as_ptr() as u64),
+            len: l.size() as u64,
         })
     }
 
