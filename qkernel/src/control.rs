@@ -216,6 +216,9 @@ fn serve(interrupted: bool) {
     if bits & control::SIGNAL != 0 {
         crate::signal::deliver_from_host(signals_word().swap(0, Ordering::AcqRel));
     }
+    if bits & control::WINDOW_GONE != 0 {
+        crate::mm::filemap::take_gone();
+    }
     if bits & control::ALARM != 0 {
         crate::itimer::fire();
     }
@@ -244,7 +247,14 @@ pub fn reclaim() -> u64 {
     frames::forget_freed();
     frames::for_each_free_run(|gpa, len| runs.push(IoVec { gpa, len }));
     frames::for_each_returned_chunk(|gpa, len| runs.push(IoVec { gpa, len }));
+    // Free kernel heap holes go too, held while the host drops them (room
+    // for their ranges is made first: nothing allocates while they are
+    // held but from what `grab_free_pages` leaves).
+    runs.reserve(crate::mm::heap::MAX_GRABBED);
+    let holes = crate::mm::heap::grab_free_pages();
+    runs.extend(holes.ranges());
     let total = send(&runs, 0);
+    holes.release();
     let s = frames::stats();
     log::debug!(
         "reclaimed {} KiB in {} ranges; {} pages in use, {} free in {} chunks",

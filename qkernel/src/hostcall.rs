@@ -102,6 +102,8 @@ pub fn sleep_until(deadline_ns: u64) -> bool {
 
 /// Ends the sandbox with `status`.
 pub fn exit(status: i32) -> ! {
+    // Shared file mappings reach their files before the sandbox ends.
+    crate::mm::sharedfile::sync_all();
     if crate::arch::kstack::measuring() {
         log::debug!(
             "kernel stack high water: boot stack (pid 1) {} of {} bytes, control stack {} of {} bytes",

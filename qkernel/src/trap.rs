@@ -193,6 +193,12 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
                 signal::force_fault(signal::SIGSEGV, info);
             }
             Err((FaultError::Oom, _)) => kill(SIGKILL, frame, "out of memory", addr),
+            Err((FaultError::Bus, _)) => {
+                // BUS_ADRERR: a file mapping's page past the file's end.
+                info.code = 2;
+                info.addr = addr;
+                signal::force_fault(signal::SIGBUS, info);
+            }
         }
     } else {
         let (sig, code, at_rip) = fault_signal(frame.vector);

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 12;
+pub const ABI_VERSION: u64 = 13;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -41,6 +41,10 @@ pub mod control {
     /// Orders for processes started from outside (`qrun exec`) are
     /// waiting: take them with [`super::Call::Exec`]'s `TAKE` op.
     pub const EXEC: u64 = 1 << 4;
+    /// A file mapped in the file window shrank on the host and the guest
+    /// touched a page past its end: take the ranges with
+    /// [`super::Call::WindowGone`].
+    pub const WINDOW_GONE: u64 = 1 << 5;
     /// The running task's time slice is over while other tasks want the
     /// vCPU ([`super::ControlPage::slice`]): the guest switches at its next
     /// return to user mode (posted with a kick, never cutting a blocking
@@ -177,6 +181,12 @@ pub enum Call {
     /// Processes started from outside the guest (`qrun exec`):
     /// `args[0]` = a [`crate::exec_order::op`], rest per op.
     Exec = 25,
+    /// Take the file-window ranges whose files shrank on the host
+    /// ([`control::WINDOW_GONE`]): `args[0]` = GPA of an [`IoVec`] array,
+    /// `args[1]` = its capacity. Returns how many ranges the VMM wrote
+    /// (they now read as zero pages; the guest unmaps them and answers
+    /// accesses with `SIGBUS`).
+    WindowGone = 26,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -263,6 +273,7 @@ impl Call {
             23 => Self::EpollWait,
             24 => Self::MapFile,
             25 => Self::Exec,
+            26 => Self::WindowGone,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -42,11 +42,11 @@ pub struct Program<'a> {
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
 pub type LogLevel = u64;
 
-/// The whole pages of the kernel's code segments (executable, not
-/// writable, no bss) as loaded: `(gpa, bytes of image)`. Nothing writes
-/// them after boot, so a hibernated sandbox can drop them and copy them
-/// back from the image at wake (`hibernate`).
-pub type KernelText = Vec<(u64, &'static [u8])>;
+/// The whole pages of the kernel's read-only segments (code and
+/// constants: not writable, no bss) as loaded: `(gpa, bytes of image,
+/// executable)`. Nothing writes them after boot, so a hibernated sandbox
+/// can drop them and copy them back from the image at wake (`hibernate`).
+pub type KernelText = Vec<(u64, &'static [u8], bool)>;
 
 /// Loads the kernel ELF into guest RAM; returns its entry point and its
 /// code pages ([`KernelText`]).
@@ -88,15 +88,15 @@ pub fn load_kernel(ram: &GuestRam, image: &'static [u8]) -> Result<(u64, KernelT
         // Guest RAM is fresh anonymous memory: the bss is already zero.
         ram.write_bytes(paddr, bytes)
             .map_err(|_| bad("segment outside guest RAM"))?;
-        // PF_X set, PF_W clear, no bss: whole pages only (the segment's
-        // first and last pages may hold a neighbour's bytes).
-        if flags & 1 != 0 && flags & 2 == 0 && filesz as u64 == memsz {
+        // PF_W clear, no bss: whole pages only (the segment's first and
+        // last pages may hold a neighbour's bytes).
+        if flags & 2 == 0 && filesz as u64 == memsz {
             let start = paddr.next_multiple_of(PAGE_SIZE);
             let end = (paddr + memsz) & !(PAGE_SIZE - 1);
             if end > start {
                 let from = offset + (start - paddr) as usize;
                 if let Some(b) = image.get(from..from + (end - start) as usize) {
-                    text.push((start, b));
+                    text.push((start, b, flags & 1 != 0));
                 }
             }
         }

@@ -229,13 +229,14 @@ fn serve_one(
 
 /// Serves control requests on `listener` with `handle` until `channel`
 /// shuts down, and watches the connections of running execs; the socket
-/// file is removed at the end.
+/// file is removed at the end. `answered` runs after each answer.
 pub(crate) fn serve(
     listener: &UnixListener,
     path: &Path,
     channel: &ControlChannel,
     handle: &mut dyn FnMut(Request) -> Result<Status, String>,
     exec: &ExecHandler<'_>,
+    answered: &dyn Fn(),
 ) {
     if let Err(e) = listener.set_nonblocking(true) {
         log::warn!("control socket: {e}");
@@ -266,6 +267,7 @@ pub(crate) fn serve(
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
                 serve_one(stream, handle, exec);
+                answered();
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => {

@@ -18,6 +18,22 @@
 //! VMM itself never reads window memory (`GuestRam` accepts window ranges
 //! only as host-I/O iovecs, where a page beyond a truncated file's end is
 //! an `EFAULT` from the host kernel, not a `SIGBUS`).
+//!
+//! A file shrunk on the host while mapped: the guest's access to a page
+//! past its new end makes `KVM_RUN` fail with `EFAULT` (KVM has no page to
+//! map; this host's KVM does not say which GPA). [`FileWindow::shrunk`]
+//! then finds the files whose last mapped page the host can no longer
+//! read (a `write` of it into a pipe: `EFAULT`, never `SIGBUS`),
+//! finds each one's first missing page by bisection, puts anonymous zero
+//! pages from there to the end of the file's range (so `KVM_RUN` can go
+//! on) and keeps the ranges for the guest, which takes them with
+//! `Call::WindowGone`, unmaps them from every address space and answers
+//! later accesses with `SIGBUS`.
+//!
+//! Cap: [`FILE_WINDOW_SIZE`] (1 GiB) of files per sandbox, never reused;
+//! when a file does not fit, `Call::MapFile` is `-ENOMEM` and the guest
+//! copies the file into its RAM instead (where that does not fit either,
+//! the program's `mmap` or `execve` gets `ENOMEM`).
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -42,6 +58,50 @@ pub struct FileWindow {
     used: u64,
     /// Mapped files: window offset of byte 0, and the size mapped.
     files: HashMap<FileKey, (u64, u64)>,
+    /// Window ranges (GPA, length) of shrunk files given zero pages, not
+    /// yet taken by the guest (`Call::WindowGone`).
+    gone: Vec<(u64, u64)>,
+}
+
+/// Tells whether the host can read a byte of our own memory: writing it
+/// into a pipe fails with `EFAULT` for a file page past the file's end,
+/// where a plain read would be `SIGBUS`. (Only calls the sandbox's seccomp
+/// filter allows.)
+struct Probe {
+    r: std::os::fd::OwnedFd,
+    w: std::os::fd::OwnedFd,
+}
+
+impl Probe {
+    fn new() -> Option<Self> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two fds into a valid array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return None;
+        }
+        // SAFETY: both fds are fresh and ours.
+        Some(unsafe {
+            Self {
+                r: std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                w: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            }
+        })
+    }
+
+    /// `Some(readable)`, or `None` when the probe itself failed.
+    fn readable(&self, addr: u64) -> Option<bool> {
+        // SAFETY: the kernel reads one byte at `addr` (reporting a bad
+        // address as EFAULT) into the pipe; nothing in Rust is accessed.
+        let n = unsafe { libc::write(self.w.as_raw_fd(), addr as *const libc::c_void, 1) };
+        if n == 1 {
+            let mut byte = 0u8;
+            // SAFETY: reads back the one byte into a valid buffer.
+            unsafe { libc::read(self.r.as_raw_fd(), (&raw mut byte).cast(), 1) };
+            return Some(true);
+        }
+        (std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT)).then_some(false)
+    }
 }
 
 /// Why a file could not be mapped.
@@ -124,6 +184,81 @@ impl FileWindow {
         Ok((FILE_WINDOW_GPA + off, size))
     }
 
+    /// `KVM_RUN` failed with `EFAULT`: finds the mapped files that shrank
+    /// on the host, puts anonymous zero pages over each one's range from
+    /// its first missing page on, and records the ranges for the guest.
+    /// Returns how many files it found (0: the fault is something else).
+    pub fn shrunk(&mut self, ram: &GuestRam) -> usize {
+        let base = ram.window_host_base();
+        let Some(probe) = Probe::new() else {
+            return 0;
+        };
+        let readable = |addr: u64| probe.readable(addr);
+        let ranges: Vec<(u64, u64)> = self
+            .files
+            .values()
+            .map(|&(s, size)| (s, s + size.next_multiple_of(PAGE_SIZE)))
+            .collect();
+        let mut found = 0;
+        for (start, end) in ranges {
+            match readable(base + end - PAGE_SIZE) {
+                Some(false) if end > start => {}
+                Some(_) => continue,
+                // The probe failed: tell nothing rather than guess.
+                None => return found,
+            }
+            // The first missing page: pages below a readable one are
+            // readable (a file shrinks from its end).
+            let (mut lo, mut hi) = (start / PAGE_SIZE, end / PAGE_SIZE - 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match readable(base + mid * PAGE_SIZE) {
+                    Some(true) => lo = mid + 1,
+                    Some(false) => hi = mid,
+                    None => return found,
+                }
+            }
+            if self.zero(ram, lo * PAGE_SIZE, end) {
+                found += 1;
+            }
+        }
+        found
+    }
+
+    /// Puts anonymous zero pages over window offsets `[from, end)` and
+    /// records the range for the guest.
+    fn zero(&mut self, ram: &GuestRam, from: u64, end: u64) -> bool {
+        let at = ram.window_host_base() + from;
+        // SAFETY: `[at, at + end - from)` lies inside the window reservation
+        // `ram` owns (within one mapped file's range), where no Rust object
+        // lives; MAP_FIXED replaces that file's pages with zero pages.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                (end - from) as usize,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            log::warn!(
+                "file window: zero pages over a shrunk file: {}",
+                std::io::Error::last_os_error()
+            );
+            return false;
+        }
+        self.gone.push((FILE_WINDOW_GPA + from, end - from));
+        true
+    }
+
+    /// Takes the ranges [`Self::shrunk`] recorded, at most `max`.
+    pub fn take_gone(&mut self, max: usize) -> Vec<(u64, u64)> {
+        let n = self.gone.len().min(max);
+        self.gone.drain(..n).collect()
+    }
+
     /// Bytes of the window in use.
     #[cfg(test)]
     pub fn used(&self) -> u64 {
@@ -183,6 +318,39 @@ mod tests {
         assert_eq!(bytes, b"hello window");
         let (_g2, other) = temp_file(b"x");
         assert_eq!(w.map(&ram, &other), Ok((FILE_WINDOW_GPA + PAGE_SIZE, 1)));
+    }
+
+    #[test]
+    fn a_shrunk_file_gets_zero_pages_from_its_first_missing_page() {
+        let ram = ram();
+        let mut w = FileWindow::default();
+        let (_g0, intact) = temp_file(&[1u8; 2 * PAGE_SIZE as usize]);
+        w.map(&ram, &intact).expect("map");
+        let (g, f) = temp_file(&[7u8; 5 * PAGE_SIZE as usize]);
+        let (gpa, _) = w.map(&ram, &f).expect("map");
+        assert_eq!(w.shrunk(&ram), 0, "nothing shrank yet");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&g.0)
+            .and_then(|f| f.set_len(PAGE_SIZE + 100))
+            .expect("shrink");
+        assert_eq!(w.shrunk(&ram), 1);
+        assert_eq!(w.shrunk(&ram), 0, "zero pages now: found once");
+        let iov = ram.host_iovecs_checked(&[qlib::abi::IoVec {
+            gpa,
+            len: 5 * PAGE_SIZE,
+        }]);
+        let iov = iov.expect("window iovec");
+        // SAFETY: the iovec names five readable pages of the window now.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(iov[0].iov_base as *const u8, 5 * PAGE_SIZE as usize)
+        };
+        let page = PAGE_SIZE as usize;
+        assert!(bytes[..100].iter().all(|&b| b == 7), "the kept part");
+        assert!(bytes[page + 100..2 * page].iter().all(|&b| b == 0));
+        assert!(bytes[2 * page..].iter().all(|&b| b == 0), "zero pages");
+        assert_eq!(w.take_gone(8), vec![(gpa + 2 * PAGE_SIZE, 3 * PAGE_SIZE)]);
+        assert!(w.take_gone(8).is_empty());
     }
 
     #[test]

@@ -326,6 +326,50 @@ impl GuestRam {
 
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
+    /// Drops every resident page of `[from, size)` whose bytes are all
+    /// zero (they read back as zero: nothing changes for the guest);
+    /// returns how many. Only for memory no other thread writes meanwhile:
+    /// a write between the check and the drop would be lost.
+    pub fn discard_zero_pages(&self, from: u64) -> u64 {
+        const CHUNK: u64 = 16 << 20;
+        let mut resident = vec![0u8; (CHUNK / 4096) as usize];
+        let mut dropped = 0;
+        let mut at = from.next_multiple_of(4096);
+        while at < self.size {
+            let len = CHUNK.min(self.size - at);
+            let base = self.host_base() + at;
+            // SAFETY: `[base, base + len)` lies inside our guest-RAM
+            // mapping (page aligned); mincore writes one byte per page into
+            // `resident`, which has room for CHUNK / 4096 pages.
+            let rc = unsafe {
+                libc::mincore(
+                    base as *mut libc::c_void,
+                    len as usize,
+                    resident.as_mut_ptr(),
+                )
+            };
+            if rc == 0 {
+                for (n, _) in resident[..(len / 4096) as usize]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| **r & 1 != 0)
+                {
+                    let page = base + n as u64 * 4096;
+                    // SAFETY: a resident page of our guest-RAM mapping,
+                    // read only; the caller keeps writers away.
+                    let bytes = unsafe { std::slice::from_raw_parts(page as *const u64, 512) };
+                    if bytes.iter().all(|&w| w == 0)
+                        && self.discard(at + n as u64 * 4096, 4096).is_ok()
+                    {
+                        dropped += 1;
+                    }
+                }
+            }
+            at += len;
+        }
+        dropped
+    }
+
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
         self.check(gpa, len)?;
         if !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {
@@ -337,5 +381,49 @@ impl GuestRam {
         // see zero pages, it cannot affect any Rust object.
         let rc = unsafe { libc::madvise(addr, len as usize, libc::MADV_DONTNEED) };
         if rc == 0 { Ok(()) } else { Err(BadRange) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resident(ram: &GuestRam, gpa: u64) -> bool {
+        let mut v = [0u8; 1];
+        // SAFETY: one page of our guest-RAM mapping; mincore writes one byte.
+        let rc = unsafe {
+            libc::mincore(
+                (ram.host_base() + gpa) as *mut libc::c_void,
+                4096,
+                v.as_mut_ptr(),
+            )
+        };
+        rc == 0 && v[0] & 1 != 0
+    }
+
+    #[test]
+    fn zero_pages_are_dropped_and_the_others_kept() {
+        let ram = GuestRam::new(32 << 20).expect("guest RAM");
+        ram.write_bytes(0x1000, &[0u8; 4096]).expect("zero page");
+        ram.write_bytes(0x2000, b"kept").expect("data page");
+        // Past the 16 MiB step of the scan.
+        ram.write_bytes((16 << 20) + 0x3000, &[0u8; 8])
+            .expect("zero page 2");
+        ram.write_bytes((16 << 20) + 0x4000, &[9u8; 8])
+            .expect("data page 2");
+        assert!(resident(&ram, 0x1000) && resident(&ram, (16 << 20) + 0x3000));
+        assert!(ram.discard_zero_pages(0x1000) >= 2);
+        assert!(!resident(&ram, 0x1000), "the zero page went");
+        assert!(!resident(&ram, (16 << 20) + 0x3000));
+        assert!(resident(&ram, 0x2000) && resident(&ram, (16 << 20) + 0x4000));
+        let mut b = [0u8; 4];
+        ram.read_bytes(0x2000, &mut b).expect("read");
+        assert_eq!(&b, b"kept");
+        ram.read_bytes(0x1000, &mut b).expect("read");
+        assert_eq!(b, [0; 4]);
+        // Below `from` nothing is dropped.
+        ram.write_bytes(0, &[0u8; 8]).expect("page 0");
+        ram.discard_zero_pages(0x1000);
+        assert!(resident(&ram, 0));
     }
 }

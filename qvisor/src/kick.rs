@@ -180,6 +180,17 @@ impl Kick {
         drop(later);
         self.retry_cv.notify_one();
     }
+
+    /// Drops a delayed request of [`Kick::request_after`] not made yet
+    /// (the hibernation it was for is done: the retry thread then does not
+    /// wake a hibernated sandbox's VMM later for nothing).
+    pub fn cancel_request_after(&self) {
+        let mut later = self.retry.lock().unwrap_or_else(|e| e.into_inner());
+        if later.request_at.take().is_some() {
+            drop(later);
+            self.retry_cv.notify_one();
+        }
+    }
 }
 
 /// How long until a kick that found the guest kernel running is retried.

@@ -454,6 +454,8 @@ fn start_threads<'scope, 'env>(
                     channel,
                     &mut |req| control_request(channel, ram, hib, req),
                     &exec,
+                    // A hibernated sandbox gives back what answering took.
+                    &|| hib.settle(),
                 )
             }),
         )?;

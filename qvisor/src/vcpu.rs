@@ -114,7 +114,18 @@ fn run_loop(
                 }
                 continue;
             }
-            Err(e) => return Err(VmmError::Vcpu(format!("KVM_RUN: {e}"))),
+            // A page KVM could not get: a file in the file window that
+            // shrank on the host. The guest gets SIGBUS (`file_window`).
+            Err(e) => {
+                if e.errno() == libc::EFAULT && calls.files_shrank() {
+                    continue;
+                }
+                return Err(VmmError::Vcpu(format!(
+                    "KVM_RUN: {e} (fault at {:x?}): {}",
+                    memory_fault(vcpu),
+                    describe(vcpu)
+                )));
+            }
         };
         let gpa = match exit {
             VcpuExit::IoOut(HOSTCALL_PORT, data) if data.len() == 4 => {
@@ -152,6 +163,18 @@ fn run_loop(
             Outcome::Fatal(msg) => return Err(VmmError::Hibernation(msg)),
         }
     }
+}
+
+/// The GPA KVM reports with an `EFAULT` from `KVM_RUN`
+/// (`KVM_EXIT_MEMORY_FAULT`, Linux 6.8 and later), if it does.
+fn memory_fault(vcpu: &mut VcpuFd) -> Option<u64> {
+    let run = vcpu.get_kvm_run();
+    if run.exit_reason != kvm_bindings::KVM_EXIT_MEMORY_FAULT {
+        return None;
+    }
+    // SAFETY: `memory_fault` is the union member KVM fills when it sets
+    // this exit reason; any bit pattern is a valid u64.
+    Some(unsafe { run.__bindgen_anon_1.memory_fault.gpa })
 }
 
 /// The vCPU state worth printing when the guest dies.

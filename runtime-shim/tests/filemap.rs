@@ -4,6 +4,14 @@
 //! mapping: the file, another mapping in the same sandbox, a child and
 //! another sandbox all still see the file's bytes.
 //!
+//! Writable `MAP_SHARED` file mappings (`filemap_shared`) do what they do
+//! natively, step by step, and leave the same file behind. A file shrunk
+//! while mapped from the file window (by the program itself or on the
+//! host) gives `SIGBUS` past its new end, as natively, and never stops the
+//! sandbox (`filemap_truncated`). The window's cap (1 GiB): a file past it
+//! is copied into guest RAM, and `ENOMEM` when that does not fit either
+//! (`filemap_many`).
+//!
 //! Needs /dev/kvm: without it the test says SKIPPED loudly, and fails
 //! under `CI=true`.
 
@@ -15,7 +23,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::tmp::TempDir;
-use common::{qrun, require_kvm, run_sandboxed, stdout};
+use common::{
+    assert_same, qrun, require_kvm, run_native, run_sandboxed, run_sandboxed_with, stdout,
+};
 
 /// `pid` and every process below it.
 fn process_tree(pid: u32) -> Vec<u32> {
@@ -98,4 +108,177 @@ fn private_file_writes_stay_private_and_pages_come_from_the_host_file() {
     let status = a.wait().expect("wait for A");
     assert_eq!(rest, "ok\n");
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn shared_writable_file_mappings_behave_as_natively() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-shared");
+    let prog = test_apps::path("filemap_shared");
+    let native_file = dir.path().join("native.bin");
+    let sandbox_file = dir.path().join("sandbox.bin");
+    let native = run_native(&prog, &[&native_file.to_string_lossy()], &[]);
+    let sandboxed = run_sandboxed(&prog, &[&sandbox_file.to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    assert_same("filemap_shared", &native, &sandboxed);
+    // What it checks happened at all (natively, so in the sandbox too).
+    let out = stdout(&native);
+    for want in [
+        "child write: pread 5 'CHILD'",
+        "page past the end: sigbus code 2",
+        "after shrinking, page 2: sigbus code 2",
+        "after munmap: pread 5 'UNMAP'",
+        "memfd: pread 5 'MEMFD'",
+    ] {
+        assert!(out.contains(want), "native run lacks {want:?}:\n{out}");
+    }
+    // The host file is the same, including the write through a mapping
+    // the program neither synced nor unmapped before exiting.
+    let (n, s) = (
+        std::fs::read(&native_file).expect("read native file"),
+        std::fs::read(&sandbox_file).expect("read sandbox file"),
+    );
+    assert_eq!(n.len(), s.len(), "file sizes");
+    assert!(n == s, "the files differ after exit");
+    assert_eq!(&s[600..606], b"ATEXIT");
+}
+
+#[test]
+fn a_file_shrunk_while_mapped_gives_sigbus_as_natively() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-truncated");
+    let prog = test_apps::path("filemap_truncated");
+    let native = run_native(&prog, &[&dir.path().join("n").to_string_lossy()], &[]);
+    let sandboxed = run_sandboxed(&prog, &[&dir.path().join("s").to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    assert!(
+        stdout(&native).contains("page 2: sigbus code 2"),
+        "{native:?}"
+    );
+    assert_same("filemap_truncated", &native, &sandboxed);
+}
+
+#[test]
+fn a_file_shrunk_on_the_host_while_mapped_gives_sigbus() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-host-truncated");
+    let prog = test_apps::path("filemap_truncated");
+    // What the program prints natively when it shrinks the file itself.
+    let native = run_native(&prog, &[&dir.path().join("n").to_string_lossy()], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    let file = dir.path().join("s");
+    let mut child = Command::new(qrun())
+        .args(["do", "--"])
+        .arg(&prog)
+        .arg(&file)
+        .arg("wait")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qrun do");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut seen = String::new();
+    let mut line = String::new();
+    while out.read_line(&mut line).expect("read stdout") > 0 && line != "mapped\n" {
+        seen.push_str(&line);
+        line.clear();
+    }
+    assert_eq!(
+        line, "mapped\n",
+        "the sandbox never mapped the file: {seen}"
+    );
+    // The host shrinks the file under the sandbox's mappings.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_len(4096 + 100))
+        .expect("shrink the file on the host");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), b"go\n").expect("go");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read stdout");
+    let result = child.wait_with_output().expect("wait for qrun");
+    assert!(
+        result.status.success(),
+        "{:?}: {}",
+        result.status,
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(seen + &rest, stdout(&native));
+}
+
+#[test]
+fn files_past_the_window_cap_are_copied_or_enomem() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-cap");
+    // Sparse files: 3 x 500 MiB against a 1 GiB window and 256 MiB of
+    // guest RAM; 30 MiB when 24 MiB of window are left.
+    let mut names = Vec::new();
+    for (name, size) in [
+        ("a", 500u64 << 20),
+        ("b", 500 << 20),
+        ("c", 500 << 20),
+        ("small", 30 << 20),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, name.as_bytes()).expect("write");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(size))
+            .expect("size the file");
+        names.push(path.to_string_lossy().into_owned());
+    }
+    let args: Vec<&str> = names.iter().map(String::as_str).collect();
+    let prog = test_apps::path("filemap_many");
+    let native = run_native(&prog, &args, &[]);
+    assert_eq!(
+        stdout(&native),
+        "a: ok a\nb: ok b\nc: ok c\nsmall: ok s\n",
+        "{native:?}"
+    );
+    let sandboxed = run_sandboxed_with(&["--memory", "256M"], &prog, &args, &[]);
+    assert_eq!(
+        (sandboxed.status, stdout(&sandboxed)),
+        (0, "a: ok a\nb: ok b\nc: ENOMEM\nsmall: ok s\n".to_string()),
+        "{sandboxed:?}"
+    );
+}
+
+#[test]
+fn a_shared_file_mapping_survives_hibernation() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filemap-shared-hib");
+    let file = dir.path().join("f");
+    let (mut c, line) = common::controlled::Controlled::start(
+        "filemap-shared-hib",
+        &test_apps::path("filemap_shared"),
+        &[&file.to_string_lossy(), "hold"],
+        Stdio::piped(),
+    );
+    assert_eq!(line, "holding\n");
+    c.hibernate();
+    // Written back before the hibernation: the host file has it.
+    let bytes = std::fs::read(&file).expect("read the file");
+    assert_eq!(&bytes[700..705], b"HIBER");
+    c.ctl("wake");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, b"go\n").expect("go");
+    drop(stdin);
+    let (rest, status) = c.finish();
+    assert_eq!(status, 0);
+    assert_eq!(
+        rest,
+        "after wake: 'HIBER'\nafter wake: pread 5 'HIBER'\nwritten after wake: pread 5 'AGAIN'\n"
+    );
 }

@@ -349,3 +349,80 @@ fn a_corrupted_or_truncated_reap_file_stops_the_sandbox_loudly() {
         assert!(stderr.contains("hibernation"), "{stderr}");
     }
 }
+
+/// Resident pages of `pid`'s guest RAM (its anonymous read-write mapping
+/// of `size` bytes) above the low pages, and how many of them are all
+/// zero; from /proc/PID/pagemap and /proc/PID/mem.
+fn resident_guest_pages(pid: u32, size: u64) -> (u64, u64) {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let base = maps
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (lo, hi) = f.first()?.split_once('-')?;
+            let (lo, hi) = (
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+            );
+            (hi - lo == size && f.get(1) == Some(&"rw-p") && f.len() == 5).then_some(lo)
+        })
+        .next()
+        .expect("the guest-RAM mapping");
+    let mut pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).expect("pagemap");
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");
+    let mut entries = vec![0u8; (size / 4096 * 8) as usize];
+    pagemap
+        .seek(SeekFrom::Start(base / 4096 * 8))
+        .expect("seek");
+    pagemap.read_exact(&mut entries).expect("read pagemap");
+    let (mut resident, mut zero) = (0, 0);
+    let mut page = vec![0u8; 4096];
+    // Above the boot page tables: the control and PV pages are the VMM's.
+    for (i, e) in entries.chunks(8).enumerate().skip(0x10) {
+        let e = u64::from_le_bytes(e.try_into().expect("8 bytes"));
+        if e >> 63 == 0 {
+            continue;
+        }
+        resident += 1;
+        mem.seek(SeekFrom::Start(base + i as u64 * 4096))
+            .expect("seek mem");
+        mem.read_exact(&mut page).expect("read guest page");
+        if page.iter().all(|&b| b == 0) {
+            zero += 1;
+        }
+    }
+    (resident, zero)
+}
+
+/// A hibernated sandbox keeps no all-zero guest page: they read back as
+/// zero once the host dropped them (`GuestRam::discard_zero_pages`).
+#[test]
+fn a_hibernated_sandbox_keeps_no_zero_guest_pages() {
+    if !common::require_kvm() {
+        return;
+    }
+    let (mut c, line) = common::controlled::Controlled::start(
+        "hib-zero",
+        &test_apps::path("hib_pattern"),
+        &["8"],
+        Stdio::piped(),
+    );
+    assert!(line.starts_with("ready "), "{line}");
+    c.hibernate();
+    std::thread::sleep(Duration::from_millis(300));
+    // `qrun do`'s default guest RAM.
+    let (resident, zero) = resident_guest_pages(c.child.id(), 256 << 20);
+    assert!(resident > 0, "no resident guest page at all?");
+    assert_eq!(
+        zero, 0,
+        "{zero} of {resident} resident guest pages are zero"
+    );
+    c.ctl("wake");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    stdin.write_all(b"verify\nquit\n").expect("commands");
+    drop(stdin);
+    let (rest, status) = c.finish();
+    assert_eq!(status, 0);
+    assert!(rest.starts_with("ok "), "{rest}");
+}

@@ -68,6 +68,12 @@ pub const ALL: &[&str] = &[
     "fileops",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",
+    // Writable MAP_SHARED file mappings, native vs sandbox (filemap).
+    "filemap_shared",
+    // A file shrunk while mapped from the file window: SIGBUS (filemap).
+    "filemap_truncated",
+    // Whole-file mappings past the file window's cap (filemap).
+    "filemap_many",
     "free_probe",
     "fileops_special",
     "hello",

@@ -173,7 +173,9 @@ fn memory(p: &mut Process) -> Mem {
         m.size += pages;
         match v.kind {
             VmaKind::Stack => m.stack += pages,
-            VmaKind::Heap | VmaKind::Anon | VmaKind::SharedAnon if v.prot & 2 != 0 => {
+            VmaKind::Heap | VmaKind::Anon | VmaKind::SharedAnon | VmaKind::SharedFile { .. }
+                if v.prot & 2 != 0 =>
+            {
                 m.data += pages
             }
             _ => {}
@@ -389,11 +391,7 @@ fn maps(p: &mut Process) -> String {
             perm(1, 'r'),
             perm(2, 'w'),
             perm(4, 'x'),
-            if v.kind == VmaKind::SharedAnon {
-                's'
-            } else {
-                'p'
-            },
+            if v.kind.is_shared() { 's' } else { 'p' },
         );
         if name.is_empty() {
             let _ = writeln!(s, "{line} ");

@@ -146,12 +146,29 @@ impl AddrSpace {
         let mut va = start;
         while va < end {
             let vma = self.vmas.find(va).ok_or(Errno::EFAULT)?;
-            let (prot, file) = (vma.prot, vma.file.and_then(|f| f.gpa(va)));
+            let (prot, kind) = (vma.prot, vma.kind);
+            // Window pages of a file that shrank on the host stay unmapped
+            // (a fault there is SIGBUS).
+            let file = vma.file.and_then(|f| f.gpa(va));
+            if file.is_some_and(super::filemap::is_gone) {
+                va += 4096;
+                continue;
+            }
             let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
             // SAFETY: `leaf` points into a live page-table page of ours.
             let pte = Pte(unsafe { *leaf });
             // Swapped pages stay swapped: a fault reads them back.
-            if pte.0 == 0 && prot != 0 {
+            if let VmaKind::SharedFile { id, delta } = kind {
+                // The object's page, shared writable; pages past the
+                // file's end stay unmapped (a fault there is SIGBUS).
+                if pte.0 == 0
+                    && prot != 0
+                    && let Some(gpa) = super::sharedfile::page(id, va.wrapping_add(delta) >> 12)?
+                {
+                    // SAFETY: as above.
+                    unsafe { *leaf = Pte::new(gpa, pte_flags(prot)).0 };
+                }
+            } else if pte.0 == 0 && prot != 0 {
                 let new = match file {
                     Some(gpa) if copy && prot & PROT_WRITE != 0 => Pte::new(
                         super::fault::copy_page(gpa).ok_or(Errno::ENOMEM)?,
@@ -204,6 +221,17 @@ impl AddrSpace {
     pub fn unmap(&mut self, start: u64, end: u64) {
         let pieces = self.vmas.remove_range(start, end);
         let mut flush = false;
+        // `munmap` of a shared file mapping writes it back (the object
+        // itself goes when no VMA names it: `sharedfile::reap`).
+        let mut written = alloc::vec::Vec::new();
+        for v in &pieces {
+            if let VmaKind::SharedFile { id, .. } = v.kind
+                && !written.contains(&id)
+            {
+                super::sharedfile::flush(id);
+                written.push(id);
+            }
+        }
         for v in pieces {
             flush |= self.release_pages(v.start, v.end);
         }
@@ -246,7 +274,7 @@ impl AddrSpace {
                         frames::put(pte.addr());
                         0
                     } else if (frames::user_refs(pte.addr()) > 1
-                        && self.vmas.find(va).map(|v| v.kind) != Some(VmaKind::SharedAnon))
+                        && !self.vmas.find(va).is_some_and(|v| v.kind.is_shared()))
                         || in_file_window(pte.addr())
                     {
                         // Shared copy-on-write (or a file page): writable

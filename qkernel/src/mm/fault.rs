@@ -25,6 +25,8 @@ pub enum FaultError {
     Segv,
     /// Out of memory: the program is killed (SIGKILL, as the OOM killer).
     Oom,
+    /// A file mapping's page past the file's end: SIGBUS.
+    Bus,
 }
 
 /// Whether a VMA with `prot` allows the access described by `error`.
@@ -51,7 +53,28 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
     if error & PF_PRESENT == 0 {
         let window = FAULT_AROUND_PAGES * 4096;
         let start = (page & !(window - 1)).max(vma.start);
-        let end = ((page & !(window - 1)) + window).min(vma.end);
+        let mut end = ((page & !(window - 1)) + window).min(vma.end);
+        // A file that shrank on the host past this page.
+        if vma
+            .file
+            .and_then(|f| f.gpa(page))
+            .is_some_and(super::filemap::is_gone)
+        {
+            return Err(FaultError::Bus);
+        }
+        if let VmaKind::SharedFile { id, delta } = vma.kind {
+            // Only pages the file reaches; one host read for the missing
+            // ones of the window.
+            let size = super::sharedfile::size(id).ok_or(FaultError::Bus)?;
+            let last = size.div_ceil(4096);
+            let first = start.wrapping_add(delta) >> 12;
+            if page.wrapping_add(delta) >> 12 >= last {
+                return Err(FaultError::Bus);
+            }
+            end = end.min(start + (last - first.min(last)) * 4096);
+            let n = (end - start) / 4096;
+            super::sharedfile::prefetch(id, first, first + n).map_err(|_| FaultError::Oom)?;
+        }
         // A write to a private file mapping: the window's file pages are
         // copied straight into the empty PTEs (data segments are written
         // all over; a read-only mapping first would cost a TLB flush per
@@ -69,7 +92,7 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         // A file page is shared with the page cache: never written.
         // Frames of `MAP_SHARED` anonymous memory stay shared on write.
         let shared = pte.present()
-            && vma.kind != VmaKind::SharedAnon
+            && !vma.kind.is_shared()
             && (frames::user_refs(gpa) > 1 || in_file_window(gpa));
         let mut flags = pte_flags(vma.prot);
         let new = if shared && error & PF_WRITE != 0 {

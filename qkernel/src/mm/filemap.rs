@@ -6,9 +6,12 @@
 //! and hibernation drops them instead of swapping them (docs/memory.md).
 
 use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
 
-use qlib::abi::Call;
+use qlib::abi::{Call, IoVec};
 use qlib::layout::{FILE_WINDOW_GPA, FILE_WINDOW_SIZE};
+use spin::Mutex;
 
 use super::{gpa_to_kva, kva_to_gpa};
 use crate::errno::Errno;
@@ -26,9 +29,8 @@ pub struct Mapped {
 impl Mapped {
     /// The file's bytes, read through the direct map.
     ///
-    /// The pages are the host file's: a file truncated on the host after it
-    /// was mapped makes a read past its new end stop the sandbox (the host
-    /// has no page to give), never the VMM.
+    /// The pages are the host file's: after a file shrank on the host, the
+    /// VMM gives zero pages past its new end (module `take_gone`).
     pub fn bytes(&self) -> &'static [u8] {
         // SAFETY: `[gpa, gpa + size)` lies in the file window (checked in
         // `map`), which the direct map covers and which is never unmapped
@@ -68,5 +70,47 @@ pub fn map(fd: i32) -> Result<Mapped, Errno> {
             Ok(Mapped { gpa, size })
         }
         _ => Err(Errno::EIO),
+    }
+}
+
+/// Window ranges (GPA, end) whose files shrank on the host: they read as
+/// zero pages now, and a user access is `SIGBUS` (`super::fault`).
+static GONE: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// [`GONE`] is not empty (the fault path's fast check).
+static ANY_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the window page `gpa` belongs to a file that shrank past it.
+pub fn is_gone(gpa: u64) -> bool {
+    ANY_GONE.load(Ordering::Relaxed) && GONE.lock().iter().any(|&(s, e)| gpa >= s && gpa < e)
+}
+
+/// Serves `control::WINDOW_GONE`: takes the ranges of files that shrank on
+/// the host from the VMM and unmaps them from every address space, so the
+/// next access faults and gets `SIGBUS` (Linux unmaps a truncated file's
+/// pages the same way).
+pub fn take_gone() {
+    let buf: Box<[IoVec; 64]> = Box::new([IoVec { gpa: 0, len: 0 }; 64]);
+    loop {
+        let gpa = kva_to_gpa(buf.as_ptr() as u64);
+        let n = hostcall::call(Call::WindowGone, [gpa, 64, 0, 0, 0, 0]);
+        if n <= 0 {
+            return;
+        }
+        let mut new = Vec::new();
+        for i in 0..(n as usize).min(64) {
+            // SAFETY: the VMM wrote `n` entries into `buf`; read volatile,
+            // as it wrote them behind the compiler's back.
+            let v = unsafe { core::ptr::read_volatile(buf.as_ptr().add(i)) };
+            let end = v.gpa.saturating_add(v.len);
+            if v.gpa >= FILE_WINDOW_GPA && end <= FILE_WINDOW_GPA + FILE_WINDOW_SIZE {
+                new.push((v.gpa, end));
+            }
+        }
+        GONE.lock().extend_from_slice(&new);
+        ANY_GONE.store(true, Ordering::Relaxed);
+        super::swap::unmap_everywhere(&|g| new.iter().any(|&(s, e)| g >= s && g < e));
+        if n < 64 {
+            return;
+        }
     }
 }

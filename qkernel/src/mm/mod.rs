@@ -2,8 +2,8 @@
 //! allocator, page tables, user address spaces and user-memory access.
 //!
 //! Lock order: `process::PROCESS` before `frames::CACHE` before
-//! `frames::FRAMES`; the kernel heap lock is innermost (taken by any
-//! allocation).
+//! `frames::FRAMES`; `sharedfile::REG` before `frames::CACHE`; the kernel
+//! heap lock is innermost (taken by any allocation).
 
 pub mod addr_space;
 pub mod fault;
@@ -11,6 +11,7 @@ pub mod filemap;
 pub mod frames;
 pub mod heap;
 pub mod pagetable;
+pub mod sharedfile;
 pub mod swap;
 pub mod uaccess;
 pub mod vma;

@@ -55,7 +55,7 @@ use spin::Mutex;
 
 use super::addr_space::{AddrSpace, pte_flags};
 use super::fault::FaultError;
-use super::vma::{Vma, VmaKind};
+use super::vma::Vma;
 use super::{frames, gpa_to_kva};
 use crate::{arch, hostcall};
 
@@ -320,7 +320,9 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
             return;
         }
         let refs = frames::user_refs(m.gpa);
-        if refs == 0 {
+        // Shared file pages stay: written back before, and their object
+        // names the frame.
+        if refs == 0 || super::sharedfile::owns(m.gpa) {
             return;
         }
         // SAFETY: `m.leaf` is a live leaf entry found by the walk.
@@ -380,6 +382,24 @@ fn undo(st: &mut SwapState) {
         undo_space(st, pgd);
     }
     st.moving.iter_mut().for_each(|m| *m = 0);
+}
+
+/// Removes every user PTE of every address space whose page `drop`
+/// selects, dropping its reference (a shared file's pages past the file's
+/// new end: `sharedfile`; window pages of a file shrunk on the host:
+/// `filemap`).
+pub fn unmap_everywhere(drop: &dyn Fn(u64) -> bool) {
+    for pgd in address_spaces() {
+        walk_user(pgd, &mut |m: Mapped| {
+            if drop(m.gpa) {
+                // SAFETY: `m.leaf` is a live leaf entry found by the walk;
+                // present -> not present is flushed below.
+                unsafe { *m.leaf = 0 };
+                frames::put(m.gpa);
+            }
+        });
+    }
+    arch::flush_tlb();
 }
 
 /// The kernel PGDs of every address space: the running process's first.
@@ -460,6 +480,8 @@ pub fn in_blocking_call() -> bool {
 pub fn hibernate(interrupted: bool) {
     // Read before any host call of ours, which resets it.
     let in_flight = if interrupted { None } else { *IN_FLIGHT.lock() };
+    // Shared file mappings are written back (their pages stay resident).
+    super::sharedfile::sync_all();
     let begin = [u64::from(interrupted), 0, 0, 0, 0, 0];
     if hostcall::call(Call::HibernateBegin, begin) < 0 {
         log::debug!("stale hibernate request ignored");
@@ -600,7 +622,7 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
     let window = SWAP_IN_PAGES * 4096;
     let start = (page & !(window - 1)).max(vma.start);
     let end = ((page & !(window - 1)) + window).min(vma.end);
-    let shared = vma.kind == VmaKind::SharedAnon;
+    let shared = vma.kind.is_shared();
     let mut batch: Vec<(u64, *mut u64, SwapPage)> = Vec::new();
     // Shared pages another process already read back: (leaf, frame, slot).
     let mut reuse: Vec<(*mut u64, u64, u64)> = Vec::new();

@@ -23,9 +23,35 @@ pub enum VmaKind {
     Heap,
     /// The main thread's stack.
     Stack,
+    /// A `MAP_SHARED` mapping of a file opened for writing: the pages of
+    /// object `id` (`super::sharedfile`), shared writable by every mapping
+    /// of the file; the file offset of address `va` is
+    /// `va.wrapping_add(delta)` (absolute, so a split keeps it).
+    SharedFile {
+        /// The object.
+        id: u32,
+        /// File offset minus address.
+        delta: u64,
+    },
     /// A kernel page shown to the program (`arch::user_return`), not a
     /// user frame.
     Kernel,
+}
+
+impl VmaKind {
+    /// Whether a fork and a write share the frames instead of copying them
+    /// (`MAP_SHARED`).
+    pub fn is_shared(self) -> bool {
+        matches!(self, Self::SharedAnon | Self::SharedFile { .. })
+    }
+
+    /// The shared-file object, if any.
+    fn object(self) -> Option<u32> {
+        match self {
+            Self::SharedFile { id, .. } => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// File pages behind part of a VMA: host page-cache pages in the file
@@ -69,7 +95,38 @@ pub struct VmaSet {
     map: BTreeMap<u64, Vma>,
 }
 
+impl Drop for VmaSet {
+    fn drop(&mut self) {
+        for v in self.map.values() {
+            if let Some(id) = v.kind.object() {
+                super::sharedfile::vma_removed(id);
+            }
+        }
+    }
+}
+
 impl VmaSet {
+    /// Stores `v` (keeping shared-file objects' VMA counts).
+    fn put(&mut self, v: Vma) {
+        if let Some(id) = v.kind.object() {
+            super::sharedfile::vma_added(id);
+        }
+        if let Some(old) = self.map.insert(v.start, v)
+            && let Some(id) = old.kind.object()
+        {
+            super::sharedfile::vma_removed(id);
+        }
+    }
+
+    /// Removes the VMA starting at `start` (keeping the counts).
+    fn take(&mut self, start: u64) -> Option<Vma> {
+        let v = self.map.remove(&start)?;
+        if let Some(id) = v.kind.object() {
+            super::sharedfile::vma_removed(id);
+        }
+        Some(v)
+    }
+
     /// The VMA containing `addr`.
     pub fn find(&self, addr: u64) -> Option<&Vma> {
         let (_, v) = self.map.range(..=addr).next_back()?;
@@ -113,8 +170,8 @@ impl VmaSet {
         if v.start == addr {
             return;
         }
-        self.map.insert(v.start, Vma { end: addr, ..v });
-        self.map.insert(addr, Vma { start: addr, ..v });
+        self.put(Vma { end: addr, ..v });
+        self.put(Vma { start: addr, ..v });
     }
 
     /// Removes `[start, end)` from the set; returns the removed pieces.
@@ -122,7 +179,7 @@ impl VmaSet {
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<u64> = self.iter_range(start, end).map(|v| v.start).collect();
-        keys.iter().filter_map(|k| self.map.remove(k)).collect()
+        keys.iter().filter_map(|&k| self.take(k)).collect()
     }
 
     /// Inserts a VMA; the range must be free. Merges with an equal
@@ -134,7 +191,7 @@ impl VmaSet {
             && prev.kind == vma.kind
             && prev.file == vma.file
         {
-            self.map.remove(&prev.start);
+            self.take(prev.start);
             vma.start = prev.start;
         }
         if let Some(next) = self.map.get(&vma.end).copied()
@@ -142,10 +199,10 @@ impl VmaSet {
             && next.kind == vma.kind
             && next.file == vma.file
         {
-            self.map.remove(&next.start);
+            self.take(next.start);
             vma.end = next.end;
         }
-        self.map.insert(vma.start, vma);
+        self.put(vma);
     }
 
     /// Sets the protection of `[start, end)`, which must be covered.

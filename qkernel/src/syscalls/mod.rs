@@ -132,7 +132,7 @@ pub static ENTRIES: &[Entry] = &[
         26,
         sys_surface::msync,
         Full,
-        "file mappings are private copies",
+        "writes shared file mappings back",
     ),
     e(
         28,
@@ -470,6 +470,9 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     } else {
         run(nr, args)
     };
+    // Shared file objects whose last mapping went are written back and
+    // freed here, outside any address-space operation.
+    crate::mm::sharedfile::reap();
     match result {
         Ok(v) => v as u64,
         Err(e) => (-i64::from(e.0)) as u64,

@@ -117,9 +117,19 @@ pub fn transfer(
             if !file.nonblocking() && (!park || stdin_like) {
                 flags |= io::BLOCK;
             }
+            // A file with shared writable mappings: they are written back
+            // first, and see what a write wrote (`mm::sharedfile`).
+            let object = if *kind == HostKind::File {
+                crate::mm::sharedfile::before_io(file)
+            } else {
+                None
+            };
             let r = host_transfer(p, bufs, write, |iov, done| {
                 host::io(*fd, iov, offset.map(|o| o + done), flags)
             });
+            if write {
+                crate::mm::sharedfile::after_write(object);
+            }
             if park && r == Err(Errno::EAGAIN) {
                 let events = if write { park::POLLOUT } else { park::POLLIN };
                 crate::task::request(crate::task::Action::Park(*fd, events));

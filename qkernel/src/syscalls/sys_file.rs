@@ -388,7 +388,10 @@ fn host_file(p: &Process, fd: u64) -> Result<i32, Errno> {
 /// `ftruncate(fd, len)`.
 pub fn ftruncate(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let fd = host_file(p, a[0])?;
-    host::fd_op(fdop::FTRUNCATE, fd, a[1], 0, 0, 0)
+    let object = crate::mm::sharedfile::before_io(p.files.get(a[0])?);
+    let r = host::fd_op(fdop::FTRUNCATE, fd, a[1], 0, 0, 0);
+    crate::mm::sharedfile::after_write(object);
+    r
 }
 
 /// `sendfile(out, in, offset, count)`: host to host, in the VMM.
@@ -401,6 +404,7 @@ pub fn sendfile(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (Some(ofd), Some(ifd)) = (out.host_fd(), input.host_fd()) else {
         return Err(Errno::EINVAL);
     };
+    crate::mm::sharedfile::before_io(&input);
     let flags = if out.nonblocking() { 0 } else { io::BLOCK };
     let count = a[3].min(0x7fff_f000);
     if a[2] == 0 {

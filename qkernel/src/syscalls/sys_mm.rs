@@ -1,4 +1,4 @@
-//! Memory syscalls: anonymous `mmap`, `munmap`, `mprotect`, `mremap`,
+//! Memory syscalls: `mmap` (anonymous, file-backed private and shared), `munmap`, `mprotect`, `mremap`,
 //! `brk`, `madvise`.
 
 use qlib::layout::USER_END;
@@ -52,6 +52,15 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
+    // A shared mapping of a file open for writing: the pages of the
+    // file's shared object (`mm::sharedfile`).
+    let shared_file = match source {
+        Some(_) if flags & MAP_SHARED != 0 && p.files.get(a[4])?.writable() => {
+            let file = p.files.get(a[4])?.clone();
+            Some(crate::mm::sharedfile::attach(&file)?)
+        }
+        _ => None,
+    };
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
     if len == 0 {
         return Err(Errno::EINVAL);
@@ -78,8 +87,19 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     };
     // A file's pages come from the host page cache when the window has
     // room for it (read-only, copied on write); else they are read in.
-    let mapped = source.and_then(|(fd, off)| filemap::map(fd).ok().map(|m| (m, off)));
-    if let Some((m, off)) = mapped {
+    let mapped = source
+        .filter(|_| shared_file.is_none())
+        .and_then(|(fd, off)| filemap::map(fd).ok().map(|m| (m, off)));
+    if let (Some(id), Some((_, off))) = (shared_file, source) {
+        let kind = VmaKind::SharedFile {
+            id,
+            delta: off.wrapping_sub(start),
+        };
+        mm.add_vma(start, start + len, prot as u32, kind);
+        if flags & MAP_POPULATE != 0 {
+            mm.populate(start, start + len)?;
+        }
+    } else if let Some((m, off)) = mapped {
         let file_len = page_up(m.size.saturating_sub(off)).unwrap_or(0).min(len);
         let file = FileBacking {
             delta: (m.gpa + off).wrapping_sub(start),
@@ -112,9 +132,11 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// For a file mapping: the host fd and offset to read it from, or `None`
 /// when the mapping is anonymous after all (`/dev/zero`).
 ///
-/// The pages are the host file's page-cache pages (`mm::filemap`), or,
-/// when the file window is full, copies made at map time; shared mappings
-/// are only accepted read-only.
+/// Private and read-only shared mappings get the host file's page-cache
+/// pages (`mm::filemap`), or, when the file window is full, copies made at
+/// map time; a shared mapping of a file open for writing gets the file's
+/// shared object (`mm::sharedfile`), and one with `PROT_WRITE` of a file
+/// not open for writing is `EACCES`, as on Linux.
 fn file_source(p: &Process, a: &[u64; 6]) -> Result<Option<(i32, u64)>, Errno> {
     let file = p.files.get(a[4])?;
     if a[5] & 0xfff != 0 {
@@ -129,9 +151,8 @@ fn file_source(p: &Process, a: &[u64; 6]) -> Result<Option<(i32, u64)>, Errno> {
             fd,
             kind: HostKind::File,
         } => {
-            if a[3] & MAP_SHARED != 0 && a[2] & 2 != 0 {
-                log::warn!("mmap: shared writable file mappings are not supported");
-                return Err(Errno::ENODEV);
+            if a[3] & MAP_SHARED != 0 && a[2] & 2 != 0 && !file.writable() {
+                return Err(Errno::EACCES);
             }
             Ok(Some((*fd, a[5])))
         }
@@ -249,7 +270,17 @@ pub fn mremap(p: &mut Process, a: &[u64; 6]) -> SysResult {
             let delta = f.delta.wrapping_add(old).wrapping_sub(dest);
             mm.add_file_vma(dest, dest + new_len, vma.prot, FileBacking { delta, end });
         }
-        None => mm.add_vma(dest, dest + new_len, vma.prot, vma.kind),
+        None => {
+            // A shared file mapping keeps its file offsets at the new place.
+            let kind = match vma.kind {
+                VmaKind::SharedFile { id, delta } => VmaKind::SharedFile {
+                    id,
+                    delta: delta.wrapping_add(old).wrapping_sub(dest),
+                },
+                k => k,
+            };
+            mm.add_vma(dest, dest + new_len, vma.prot, kind);
+        }
     }
     mm.move_pages(old, dest, keep)?;
     mm.unmap(old, old_end);

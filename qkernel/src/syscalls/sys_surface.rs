@@ -65,7 +65,12 @@ pub fn fallocate(p: &mut Process, a: &[u64; 6]) -> SysResult {
         Backing::Host {
             fd,
             kind: HostKind::File,
-        } => host::fd_op(fdop::FALLOCATE, fd, a[1] & 0xffff_ffff, a[2], a[3], 0),
+        } => {
+            let object = crate::mm::sharedfile::before_io(&f);
+            let r = host::fd_op(fdop::FALLOCATE, fd, a[1] & 0xffff_ffff, a[2], a[3], 0);
+            crate::mm::sharedfile::after_write(object);
+            r
+        }
         Backing::Host {
             kind: HostKind::Pipe,
             ..
@@ -110,8 +115,8 @@ const MS_ASYNC: u64 = 1;
 const MS_INVALIDATE: u64 = 2;
 const MS_SYNC: u64 = 4;
 
-/// `msync(addr, len, flags)`: file mappings are private copies (see
-/// `sys_mm::mmap`), so there is nothing to write back; the arguments are
+/// `msync(addr, len, flags)`: shared file mappings in the range are
+/// written back to their files (`mm::sharedfile`); the arguments are
 /// checked as Linux checks them.
 pub fn msync(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (addr, flags) = (a[0], a[2]);
@@ -126,6 +131,17 @@ pub fn msync(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if len != 0 && !p.mm.vmas.covers(addr, end) {
         return Err(Errno::ENOMEM);
     }
+    // Shared file mappings in the range are written back (synchronously,
+    // whatever the flags: the host's page cache has them then).
+    let mut ids: alloc::vec::Vec<u32> = alloc::vec::Vec::new();
+    for v in p.mm.vmas.iter_range(addr, end) {
+        if let crate::mm::vma::VmaKind::SharedFile { id, .. } = v.kind
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+    }
+    ids.into_iter().for_each(crate::mm::sharedfile::flush);
     Ok(0)
 }
 

@@ -83,7 +83,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                 if pte.present() {
                     // Shared memory keeps its PTE (writable as the VMA
                     // allows) on both sides; the rest is copy-on-write.
-                    let shared = if shared_anon {
+                    let shared = if vma.kind.is_shared() {
                         pte.0
                     } else {
                         pte.0 & !WRITABLE

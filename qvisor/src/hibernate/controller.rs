@@ -126,6 +126,11 @@ const KICK_GRACE: Duration = Duration::from_millis(100);
 /// call); then the request is cancelled.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long [`Hibernation::settle`] waits for the vCPU thread to reach its
+/// wait, and then for it to be in it.
+const SETTLE_WAIT: Duration = Duration::from_millis(100);
+const SETTLE_DELAY: Duration = Duration::from_millis(5);
+
 /// Gives the VMM's freed heap (file tables, iovec lists) back to the host,
 /// so that a hibernated sandbox's PSS is not kept up by malloc's caches.
 fn trim_heap() {
@@ -283,11 +288,13 @@ impl Hibernation {
     /// Called by the vCPU thread when the guest makes a host call after
     /// which it runs again only through [`Self::on_guest_resume`] (a
     /// blocking wait): if the sandbox is hibernated, the guest kernel's
-    /// code pages (~250 KiB, identical to the image, which lies in the
-    /// qrun binary's page cache) go back to the host, and so do the file
-    /// window's pages. Host-call arguments never point into code. Pages
-    /// that differ from the image are kept.
-    pub fn before_wait(&self, ram: &GuestRam) {
+    /// code pages (~490 KiB, identical to the image, which lies in the qrun
+    /// binary's page cache), its constants (~56 KiB, when the wait is one
+    /// whose buffers are on the kernel heap), the guest's all-zero pages
+    /// and the file window's pages go back to the host. Host-call
+    /// arguments never point into code. Pages that differ from the image
+    /// are kept.
+    pub fn before_wait(&self, ram: &GuestRam, call: Option<qlib::abi::Call>) {
         if !self.hold.load(Ordering::Acquire) || self.kernel_text.is_empty() {
             return;
         }
@@ -301,18 +308,61 @@ impl Hibernation {
         let unchanged = self
             .kernel_text
             .iter()
-            .all(|&(gpa, bytes)| same_bytes(ram, gpa, bytes));
+            .all(|&(gpa, bytes, _)| same_bytes(ram, gpa, bytes));
         if !unchanged {
             log::warn!("guest kernel code differs from its image: kept");
             return;
         }
         i.text_dropped = true;
-        for &(gpa, bytes) in &self.kernel_text {
+        self.changed.notify_all();
+        // The wait's own buffers may be kernel constants (a path or a
+        // message literal passed by address): constants go only for the
+        // waits whose buffers are kernel heap (poll sets, epoll events).
+        let constants = matches!(
+            call,
+            Some(qlib::abi::Call::Sleep | qlib::abi::Call::Poll | qlib::abi::Call::EpollWait)
+        );
+        for &(gpa, bytes, _) in self.kernel_text.iter().filter(|t| t.2 || constants) {
             // Page-aligned and inside guest RAM (`load_kernel`).
             let _ = ram.discard(gpa, bytes.len() as u64);
             // The comparison faulted the image's pages into this process.
             drop_file_pages(bytes);
         }
+        // All-zero guest pages (zeroed kernel data, bss, stacks) read back
+        // as zero once dropped. The guest does not run until the wake, and
+        // the low pages the other threads write (control and PV pages)
+        // are left out.
+        let zero = ram.discard_zero_pages(qlib::layout::BOOT_PGD_GPA);
+        log::debug!("hibernated: {zero} zero guest pages dropped");
+        // The code this thread and the control thread ran since the
+        // commit came back in (with the host's fault-around): drop it
+        // again now that the guest waits.
+        trim_heap();
+    }
+
+    /// Called by the control thread once it answered a request: in a
+    /// hibernated sandbox, the code and heap it used to answer go back
+    /// (see [`trim_heap`]).
+    pub fn settle(&self) {
+        if !self.hold.load(Ordering::Acquire) {
+            return;
+        }
+        let i = self.lock();
+        if i.state != State::Hibernated {
+            return;
+        }
+        // Last after the vCPU thread (which drops the code at the start
+        // of its wait, then runs on into it): what stays is only what this
+        // thread runs from here to its own wait.
+        let (i, _) = self
+            .changed
+            .wait_timeout_while(i, SETTLE_WAIT, |i| {
+                i.state == State::Hibernated && !i.text_dropped
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        drop(i);
+        std::thread::sleep(SETTLE_DELAY);
+        trim_heap();
     }
 
     /// Copies the kernel's code pages back if [`Self::before_wait`]
@@ -321,7 +371,7 @@ impl Hibernation {
         if !i.text_dropped {
             return Ok(());
         }
-        for &(gpa, bytes) in &self.kernel_text {
+        for &(gpa, bytes, _) in &self.kernel_text {
             ram.write_bytes(gpa, bytes)
                 .map_err(|_| SwapError::BadPage(gpa))?;
         }
@@ -598,6 +648,8 @@ impl Hibernation {
         }
         self.hold.store(true, Ordering::Release);
         self.changed.notify_all();
+        // The kick for a program that would not wait is moot now.
+        self.channel.kick.cancel_request_after();
         trim_heap();
         0
     }

@@ -116,6 +116,37 @@ impl HostCalls<'_> {
         }
     }
 
+    /// `KVM_RUN` failed with `EFAULT`: files in the window that shrank on
+    /// the host (then their pages past the new end read as zero and the
+    /// guest is told, `control::WINDOW_GONE`); `false` when none did: the
+    /// fault is something else, which stops the sandbox.
+    pub fn files_shrank(&mut self) -> bool {
+        let n = self.window.shrunk(self.ram);
+        if n > 0 {
+            log::debug!("file window: {n} mapped files shrank on the host");
+            self.control.post(self.ram, qlib::abi::control::WINDOW_GONE);
+        }
+        n > 0
+    }
+
+    /// `WindowGone`: writes up to `cap` ranges into the guest's `IoVec`
+    /// array at `list`; returns how many.
+    pub(super) fn window_gone(&mut self, list: u64, cap: u64) -> i64 {
+        let cap = cap.min(qlib::abi::MAX_IOVECS);
+        let size = std::mem::size_of::<qlib::abi::IoVec>() as u64;
+        if cap == 0 || self.ram.check_range(list, cap * size).is_err() {
+            return EFAULT;
+        }
+        let ranges = self.window.take_gone(cap as usize);
+        for (i, &(gpa, len)) in ranges.iter().enumerate() {
+            let v = qlib::abi::IoVec { gpa, len };
+            if self.ram.write(list + i as u64 * size, v).is_err() {
+                return EFAULT;
+            }
+        }
+        ranges.len() as i64
+    }
+
     pub(super) fn close(&mut self, fd: u64) -> i64 {
         self.fds.close(fd)
     }

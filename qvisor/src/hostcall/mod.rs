@@ -154,7 +154,7 @@ impl<'a> HostCalls<'a> {
         let call = Call::from_u64(req.call);
         if !hibernate::keeps_hibernated(call) {
             // The guest runs again only after `on_guest_resume` below.
-            self.hib.before_wait(self.ram);
+            self.hib.before_wait(self.ram, call);
         }
         let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),
@@ -194,6 +194,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Exec) => self.exec(a),
             // The wake itself is `on_guest_resume` below.
             Some(Call::Wake) => 0,
+            Some(Call::WindowGone) => self.window_gone(a[0], a[1]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut

@@ -27,6 +27,9 @@ const ALLOWED: &[i64] = &[
     libc::SYS_mprotect,
     libc::SYS_mremap,
     libc::SYS_madvise,
+    // Which guest pages are resident (a hibernated sandbox drops its zero
+    // pages: `GuestRam::discard_zero_pages`).
+    libc::SYS_mincore,
     libc::SYS_brk,
     libc::SYS_mlock,
     libc::SYS_munlock,
