@@ -78,7 +78,10 @@ impl Lang {
         let v: Vec<&str> = match self {
             Lang::Python => vec!["/usr/bin/python3", "/srv/counter.py", &port],
             Lang::Node => vec!["/usr/bin/node", "/srv/counter.js", &port],
-            Lang::Go => vec!["/srv/counter_go", &port],
+            // Through env: `qrun run` looks for args[0] in the rootfs
+            // before the mounts (runc after them), so a program on a bind
+            // mount is refused as "no such executable file".
+            Lang::Go => vec!["/usr/bin/env", "/srv/counter_go", &port],
             Lang::Java => vec!["/usr/bin/java", "-cp", "/srv/java", "Counter", &port],
         };
         v.into_iter().map(str::to_owned).collect()
@@ -270,6 +273,19 @@ impl Rt {
         c.arg("--root").arg(root);
         c
     }
+
+    /// `cmd` with, for qrun, the VMM's log (`info`, or `debug` with
+    /// `QRUN_SERVERS_DEBUG=1`) appended to `log`.
+    fn logged_cmd(self, root: &Path, log: &Path) -> Command {
+        let mut c = self.cmd(root);
+        if self == Rt::Qrun {
+            c.arg("--log").arg(log);
+            if std::env::var_os("QRUN_SERVERS_DEBUG").is_some() {
+                c.arg("--debug");
+            }
+        }
+        c
+    }
 }
 
 /// A server container run in the foreground (`run`), force-deleted when
@@ -281,6 +297,8 @@ struct Container {
     id: String,
     port: u16,
     server: Server,
+    /// The VMM's log (kept in the test target dir for a failure).
+    log: PathBuf,
     _bundle: TempDir,
 }
 
@@ -291,12 +309,20 @@ impl Container {
         let port = free_port();
         write_bundle(bundle.path(), image, srv, &lang.argv(port));
         let id = format!("{}-{:?}-{}", lang.name(), rt, std::process::id()).to_lowercase();
-        let mut cmd = rt.cmd(root.path());
+        let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("servers-logs");
+        std::fs::create_dir_all(&logs).expect("mkdir");
+        let log = logs.join(format!("{id}.log"));
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = rt.logged_cmd(root.path(), &log);
         cmd.args(["run", "--bundle"]).arg(bundle.path()).arg(&id);
         let t = Instant::now();
         let mut server = Server::spawn(cmd);
         server.wait_line("listening on", START);
-        eprintln!("{} under {rt:?}: listening after {:?}", lang.name(), t.elapsed());
+        eprintln!(
+            "{} under {rt:?}: listening after {:?}",
+            lang.name(),
+            t.elapsed()
+        );
         Container {
             rt,
             lang,
@@ -304,6 +330,7 @@ impl Container {
             id,
             port,
             server,
+            log,
             _bundle: bundle,
         }
     }
@@ -312,24 +339,46 @@ impl Container {
         format!("{} under {:?}", self.lang.name(), self.rt)
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
-        get(self.port, path).unwrap_or_else(|e| panic!("{}: GET {path}: {e}", self.what()))
+    fn get(&mut self, path: &str) -> (u16, String) {
+        match get(self.port, path) {
+            Ok(a) => a,
+            Err(e) => self.fail(&format!("GET {path}: {e}")),
+        }
+    }
+
+    /// Fails (as [`Self::fail`]) unless `ok`.
+    fn check(&mut self, ok: bool, msg: &str) {
+        if !ok {
+            self.fail(msg);
+        }
+    }
+
+    /// Kills the container and panics with `msg`, its stderr and the end
+    /// of the VMM's log.
+    fn fail(&mut self, msg: &str) -> ! {
+        let how = self.server.kill();
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        panic!(
+            "{}: {msg}; {how}\nthe VMM's log ({}) ends with:\n{tail}",
+            self.what(),
+            self.log.display()
+        );
     }
 
     /// `qrun kill ID SIGNAL`, which must succeed.
-    fn kill(&self, signal: &str) {
+    fn kill(&mut self, signal: &str) {
         let out = self
             .rt
             .cmd(self.root.path())
             .args(["kill", &self.id, signal])
             .output()
             .expect("running kill");
-        assert!(
-            out.status.success(),
-            "{}: kill {signal}: {}",
-            self.what(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            self.fail(&format!("kill {signal}: {err}"));
+        }
     }
 
     /// The `qrun.hibernation` annotation of `state`.
@@ -348,25 +397,42 @@ impl Container {
     }
 
     /// The sandbox's own status (control socket).
-    fn ctl_status(&self) -> Value {
+    fn ctl_status(&mut self) -> Value {
         let socket = self.root.join(&self.id).join("sandbox/ctl.sock");
-        common::ctl(&socket, "status").unwrap_or_else(|e| panic!("{}: status: {e}", self.what()))
+        match common::ctl(&socket, "status") {
+            Ok(st) => st,
+            Err(e) => self.fail(&format!("status: {e}")),
+        }
     }
 
     /// `GET /quit`, then `run` must end with 0.
     fn quit(mut self) {
-        assert_eq!(self.get("/quit"), (200, "bye\n".to_owned()), "{}", self.what());
+        assert_eq!(
+            self.get("/quit"),
+            (200, "bye\n".to_owned()),
+            "{}",
+            self.what()
+        );
         let (status, stderr) = self.server.wait_exit(Duration::from_secs(20));
         assert_eq!(status, 0, "{}: run's status; stderr: {stderr}", self.what());
     }
 
-    /// utime + stime (clock ticks) of `run` and its descendants.
-    fn cpu_ticks(&self) -> u64 {
-        tree(self.server.pid())
-            .into_iter()
-            .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
-            .filter_map(|s| stat_fields(&s).map(|(_, t)| t))
-            .sum()
+    /// CPU time (ns) of the live threads of `run` and its descendants:
+    /// the first field of each `/proc/PID/task/TID/schedstat`.
+    fn cpu_ns(&self) -> u64 {
+        let mut ns = 0;
+        for pid in tree(self.server.pid()) {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                ns += std::fs::read_to_string(t.path().join("schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        ns
     }
 }
 
@@ -380,14 +446,11 @@ impl Drop for Container {
     }
 }
 
-/// `(ppid, utime + stime)` of a `/proc/PID/stat` line (fields after the
-/// command name, from 1 at `state`: ppid 2nd, utime and stime 12th, 13th).
-fn stat_fields(stat: &str) -> Option<(u32, u64)> {
+/// The parent pid in a `/proc/PID/stat` line (the second field after the
+/// command name).
+fn parent(stat: &str) -> Option<u32> {
     let rest = stat.get(stat.rfind(')')? + 2..)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ppid = f.get(1)?.parse().ok()?;
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some((ppid, ticks))
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `pid` and its live descendants.
@@ -397,9 +460,9 @@ fn tree(pid: u32) -> Vec<u32> {
         let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if let Some((pp, _)) = std::fs::read_to_string(e.path().join("stat"))
+        if let Some(pp) = std::fs::read_to_string(e.path().join("stat"))
             .ok()
-            .and_then(|s| stat_fields(&s))
+            .and_then(|s| parent(&s))
         {
             parents.push((p, pp));
         }
@@ -448,7 +511,7 @@ fn expected_sum(keys: impl IntoIterator<Item = u32>) -> String {
 }
 
 /// The requests compared with native: `REQUESTS` hits, a 404, the sum.
-fn answers(c: &Container) -> Vec<(String, (u16, String))> {
+fn answers(c: &mut Container) -> Vec<(String, (u16, String))> {
     let t = Instant::now();
     let mut paths: Vec<String> = (0..REQUESTS).map(|i| format!("/r/{}", key(i))).collect();
     paths.push("/nothing-here".into());
@@ -460,7 +523,12 @@ fn answers(c: &Container) -> Vec<(String, (u16, String))> {
             (p, a)
         })
         .collect();
-    eprintln!("{}: {} requests in {:?}", c.what(), REQUESTS + 2, t.elapsed());
+    eprintln!(
+        "{}: {} requests in {:?}",
+        c.what(),
+        REQUESTS + 2,
+        t.elapsed()
+    );
     out
 }
 
@@ -477,8 +545,8 @@ fn serve(lang: Lang) {
         return;
     }
     let native = {
-        let c = Container::start(Rt::Runc, lang, &image, &srv);
-        let a = answers(&c);
+        let mut c = Container::start(Rt::Runc, lang, &image, &srv);
+        let a = answers(&mut c);
         c.quit();
         a
     };
@@ -489,8 +557,8 @@ fn serve(lang: Lang) {
         "{lang:?} natively: the state after {REQUESTS} requests"
     );
 
-    let c = Container::start(Rt::Qrun, lang, &image, &srv);
-    let sandboxed = answers(&c);
+    let mut c = Container::start(Rt::Qrun, lang, &image, &srv);
+    let sandboxed = answers(&mut c);
     for ((path, n), (_, s)) in native.iter().zip(&sandboxed) {
         assert_eq!(n, s, "{lang:?}: GET {path}: native vs qrun");
     }
@@ -502,7 +570,11 @@ fn serve(lang: Lang) {
         let t0 = Instant::now();
         c.kill("SIGSTOP");
         let hib = t0.elapsed();
-        assert_eq!(c.hibernation(), "hibernated", "{lang:?}: cycle {cycle}");
+        let h = c.hibernation();
+        c.check(
+            h == "hibernated",
+            &format!("cycle {cycle}: after SIGSTOP: {h}"),
+        );
         let idle = if cycle == 0 || cycle == CYCLES - 1 {
             LONG_IDLE
         } else {
@@ -510,28 +582,24 @@ fn serve(lang: Lang) {
         };
         std::thread::sleep(idle);
         let st = c.ctl_status();
-        assert_eq!(
-            (st["state"].as_str(), st["swap_faults"].as_u64()),
-            (Some("hibernated"), Some(0)),
-            "{lang:?}: cycle {cycle}: still hibernated after {idle:?} with no request: {st}"
-        );
-        assert_eq!(
-            st["hibernations"].as_u64(),
-            Some(u64::from(cycle) + 1),
-            "{lang:?}: {st}"
+        c.check(
+            st["state"] == "hibernated"
+                && st["swap_faults"] == 0
+                && st["hibernations"] == u64::from(cycle) + 1,
+            &format!("cycle {cycle}: not hibernated after {idle:?} with no request: {st}"),
         );
         let k = key(REQUESTS + cycle);
         keys.push(k);
         let t1 = Instant::now();
         let answer = c.get(&format!("/r/{k}"));
         let woke = t1.elapsed();
-        assert_eq!(
-            answer,
-            (200, format!("hello {k} #{}\n", keys.len())),
-            "{lang:?}: the request that woke cycle {cycle}"
+        let want = (200, format!("hello {k} #{}\n", keys.len()));
+        c.check(
+            answer == want,
+            &format!("cycle {cycle}: the request that woke it: {answer:?}, not {want:?}"),
         );
         let st = c.ctl_status();
-        assert_eq!(st["state"], "running", "{lang:?}: cycle {cycle}: {st}");
+        c.check(st["state"] == "running", &format!("cycle {cycle}: {st}"));
         eprintln!(
             "{lang:?} cycle {cycle}: hibernated in {hib:?} ({} bytes out), woken and answered in {woke:?} ({} swap faults)",
             st["swapped_out_bytes"], st["swap_faults"]
@@ -569,15 +637,15 @@ fn java_server_container() {
 /// CPU time of an idle server over `IDLE_WINDOW`, under runc and qrun.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
 
-/// Ticks used by an idle `lang` server under `rt` over [`IDLE_WINDOW`],
-/// after a first request and a second to settle.
-fn idle_ticks(rt: Rt, lang: Lang, image: &Path, srv: &Path) -> u64 {
-    let c = Container::start(rt, lang, image, srv);
+/// CPU time (ns) used by an idle `lang` server under `rt` over
+/// [`IDLE_WINDOW`], after a first request and a second to settle.
+fn idle_ns(rt: Rt, lang: Lang, image: &Path, srv: &Path) -> u64 {
+    let mut c = Container::start(rt, lang, image, srv);
     assert_eq!(c.get("/r/1"), (200, "hello 1 #1\n".to_owned()));
     std::thread::sleep(Duration::from_secs(1));
-    let before = c.cpu_ticks();
+    let before = c.cpu_ns();
     std::thread::sleep(IDLE_WINDOW);
-    let used = c.cpu_ticks() - before;
+    let used = c.cpu_ns().saturating_sub(before);
     c.quit();
     used
 }
@@ -592,10 +660,12 @@ fn idle_cpu(lang: Lang) {
     if have("runc").is_none() {
         return;
     }
-    let native = idle_ticks(Rt::Runc, lang, &image, &srv);
-    let qrun = idle_ticks(Rt::Qrun, lang, &image, &srv);
+    let native = idle_ns(Rt::Runc, lang, &image, &srv);
+    let qrun = idle_ns(Rt::Qrun, lang, &image, &srv);
     eprintln!(
-        "{lang:?} idle over {IDLE_WINDOW:?}: runc {native} ticks, qrun {qrun} ticks (1 tick = 10 ms)"
+        "{lang:?} idle over {IDLE_WINDOW:?}: runc {:.1} ms CPU, qrun {:.1} ms CPU",
+        native as f64 / 1e6,
+        qrun as f64 / 1e6
     );
 }
 
