@@ -539,6 +539,14 @@ pub fn hibernate(interrupted: bool) {
 static HIBERNATED_WAIT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Whether a hibernation was committed from the wait that was cut short
+/// and no wait has been reissued since (does not clear it): until then
+/// nothing may run, not even a task whose deadline passed during the
+/// deflation, or it would touch swapped memory of a hibernated sandbox.
+pub fn hibernated_pending() -> bool {
+    HIBERNATED_WAIT.load(core::sync::atomic::Ordering::Acquire)
+}
+
+/// Whether a hibernation was committed from the wait that was cut short
 /// (clears it).
 pub fn take_hibernated() -> bool {
     HIBERNATED_WAIT.swap(false, core::sync::atomic::Ordering::AcqRel)

@@ -380,7 +380,12 @@ pub fn idle_poll(futex_deadline: u64) {
         if crate::signal::interrupts() {
             sched::wake(&mut KERNEL.lock(), current_pid());
         }
-        timers::run_expired();
+        // Hibernated from this wait: the timers that passed during the
+        // deflation fire after the wake, not now (the scheduler comes
+        // back here and waits without a deadline).
+        if !crate::mm::swap::hibernated_pending() {
+            timers::run_expired();
+        }
         return;
     }
     wake_ready(&fds, &owners, rc);

@@ -77,7 +77,12 @@ fn next_task() -> Option<u32> {
     loop {
         {
             let mut k = KERNEL.lock();
-            super::futex::expire(&mut k);
+            // Just hibernated from the idle wait: timed futex waits that
+            // passed during the deflation end after the wake (the idle
+            // wait below goes on without a deadline until then).
+            if !crate::mm::swap::hibernated_pending() {
+                super::futex::expire(&mut k);
+            }
             if let Some(next) = pick(&mut k) {
                 return Some(next);
             }
