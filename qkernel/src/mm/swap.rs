@@ -553,15 +553,18 @@ pub fn take_hibernated() -> bool {
 }
 
 /// Waits in the host, using no CPU, until the sandbox is woken (wake,
-/// SIGCONT) or another control request arrives: any return from the wait
-/// wakes a hibernated sandbox (`Hibernation::on_guest_resume`). A request
-/// already posted returns at once (its eventfd wake-up was dropped at
-/// `HibernateBegin`).
+/// SIGCONT), another control request arrives, or an fd a task is parked on
+/// is ready (a connection to a server whose other thread was computing
+/// when the hibernation interrupted it): any return from the wait wakes a
+/// hibernated sandbox (`Hibernation::on_guest_resume`), and the
+/// interrupted task goes on. No deadline: timers do not wake it. A
+/// request already posted returns at once (its eventfd wake-up was
+/// dropped at `HibernateBegin`).
 fn park() {
     if crate::control::pending() {
         return;
     }
-    hostcall::call_once(Call::Sleep, [u64::MAX, 0, 0, 0, 0, 0]);
+    crate::task::park::wait_hibernated();
 }
 
 /// Resolves a fault on the swapped page `page` of `vma`: reads it and the

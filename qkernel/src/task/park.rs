@@ -392,6 +392,25 @@ pub fn idle_poll(futex_deadline: u64) {
     timers::run_expired();
 }
 
+/// Waits in the host with one `Poll` over every parked fd and no
+/// deadline, then wakes the tasks whose fds are ready: the wait of a
+/// sandbox hibernated from the kick interrupt (`mm::swap`), so that what
+/// the parked tasks wait on wakes it. A control request (a wake, SIGCONT)
+/// ends the wait too; it is served by the caller. No lock is held (the
+/// kick interrupts user mode only).
+pub fn wait_hibernated() {
+    let (mut fds, owners) = parked_fds();
+    if fds.is_empty() {
+        hostcall::call_once(Call::Sleep, [NEVER, 0, 0, 0, 0, 0]);
+        return;
+    }
+    let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
+    let rc = hostcall::call_once(Call::Poll, [gpa, fds.len() as u64, NEVER, 0, 0, 0]);
+    if rc != RET_RESTART && rc != 0 {
+        wake_ready(&fds, &owners, rc);
+    }
+}
+
 /// Every parked fd as a `PollFd`, and the task parked on each.
 fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     let mut fds: Vec<PollFd> = Vec::new();
