@@ -519,11 +519,24 @@ pub fn hibernate(interrupted: bool) {
     crate::control::reclaim();
     hostcall::call(Call::HibernateCommit, [n.swapped, n.reap, 0, 0, 0, 0]);
     log::debug!(
-        "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned",
+        "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned; from {}",
         n.swapped,
         n.ptes,
         n.reap,
-        pins.len()
+        pins.len(),
+        match in_flight {
+            _ if interrupted => "the kick",
+            Some((Call::Poll, a)) =>
+                if a[1] == 0 {
+                    "a Poll of no fd"
+                } else {
+                    "a Poll"
+                },
+            Some((Call::Sleep, _)) => "a Sleep",
+            Some((Call::EpollWait, _)) => "an EpollWait",
+            Some(_) => "another blocking call",
+            None => "no call",
+        }
     );
     if interrupted {
         park();
