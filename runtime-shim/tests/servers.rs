@@ -699,40 +699,49 @@ fn read_answer(port: u16) -> Result<String, String> {
 
 /// A server hibernated while another of its threads computes (the program
 /// never waits, so it is hibernated from the kick interrupt) is woken by
-/// a connection to the socket its main thread accepts on, as a JVM whose
-/// compiler threads were still busy (`test-apps/c/spin_accept.c`). Before,
-/// such a sandbox waited for the control socket or SIGCONT only.
+/// a connection to its listening socket (`test-apps/c/spin_accept.c`): as
+/// a JVM whose compiler threads were still busy, with the main thread
+/// parked in `accept`; and, with `poll`, as Node.js or Go busy after a
+/// request, with no thread waiting on the socket at all (it polls it
+/// without blocking between computations). Before, such a sandbox waited
+/// for the control socket or SIGCONT only, and the connection timed out.
 #[test]
 fn a_connection_wakes_a_server_hibernated_while_it_computes() {
     if !common::require_kvm() {
         return;
     }
+    for mode in ["accept", "poll"] {
+        hibernate_while_computing(mode);
+    }
+}
+
+fn hibernate_while_computing(mode: &str) {
     let dir = TempDir::new("spin-accept");
     let socket = dir.join("ctl.sock");
     let mut cmd = common::qrun_do_controlled(&socket, &dir.join("state"));
-    cmd.arg(test_apps::path("spin_accept"));
+    cmd.arg(test_apps::path("spin_accept")).arg(mode);
     let mut server = Server::spawn(cmd);
     let port = server.wait_line("listening on ", Duration::from_secs(30));
     let port: u16 = port.trim().parse().expect("a port number");
     assert_eq!(read_answer(port), Ok("hello 1\n".to_owned()));
     for round in 0..3 {
         let st = common::ctl(&socket, "hibernate").expect("hibernate");
-        assert_eq!(st["state"], "hibernated", "round {round}: {st}");
+        assert_eq!(st["state"], "hibernated", "{mode} round {round}: {st}");
         std::thread::sleep(Duration::from_millis(300));
         let st = common::ctl(&socket, "status").expect("status");
         assert_eq!(
             (st["state"].as_str(), st["swap_faults"].as_u64()),
             (Some("hibernated"), Some(0)),
-            "round {round}: {st}"
+            "{mode} round {round}: {st}"
         );
         let t = Instant::now();
         assert_eq!(
             read_answer(port),
             Ok(format!("hello {}\n", round + 2)),
-            "round {round}: the connection that should wake it"
+            "{mode} round {round}: the connection that should wake it"
         );
-        eprintln!("round {round}: woken and answered in {:?}", t.elapsed());
+        eprintln!("{mode} round {round}: woken and answered in {:?}", t.elapsed());
         let st = common::ctl(&socket, "status").expect("status");
-        assert_eq!(st["state"], "running", "round {round}: {st}");
+        assert_eq!(st["state"], "running", "{mode} round {round}: {st}");
     }
 }
