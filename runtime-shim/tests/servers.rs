@@ -740,7 +740,10 @@ fn hibernate_while_computing(mode: &str) {
             Ok(format!("hello {}\n", round + 2)),
             "{mode} round {round}: the connection that should wake it"
         );
-        eprintln!("{mode} round {round}: woken and answered in {:?}", t.elapsed());
+        eprintln!(
+            "{mode} round {round}: woken and answered in {:?}",
+            t.elapsed()
+        );
         let st = common::ctl(&socket, "status").expect("status");
         assert_eq!(st["state"], "running", "{mode} round {round}: {st}");
     }
