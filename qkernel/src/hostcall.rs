@@ -25,6 +25,9 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         // ends the call: the syscall reruns after the task ran, and parks
         // (`task::spawn`).
         if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
+            // The caller goes on with the program: a hibernation served
+            // just now must be undone first.
+            crate::mm::swap::ensure_awake();
             return ret;
         }
         // Hibernated from this wait: timers do not wake the sandbox, so
@@ -73,6 +76,7 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.
     unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    crate::mm::swap::after_call(c);
     if blocking {
         crate::syscalls::cputime::add_blocked(arch::rdtsc().wrapping_sub(t0));
     }

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 11;
+pub const ABI_VERSION: u64 = 12;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -204,9 +204,37 @@ pub enum Call {
     /// Every page is checked against its checksum; a mismatch stops the
     /// sandbox (the call never returns).
     SwapIn = 70,
+    /// The guest is about to run the program (or touch its memory) after
+    /// a committed hibernation that nothing has woken yet (an exec order,
+    /// a signal or a timer seen on the way out of the deflate): the VMM
+    /// wakes the sandbox (reads the REAP file back) before it returns 0.
+    /// A no-op when the sandbox is awake.
+    Wake = 71,
 }
 
 impl Call {
+    /// Whether returning from this call leaves a hibernated sandbox
+    /// hibernated (the guest touches no user memory after it): the calls
+    /// that deflate, logging, reclaim and the final calls. Every other
+    /// call (a swap fault too, any wait) makes the VMM wake the sandbox
+    /// (read the REAP file back) before it returns.
+    pub fn keeps_hibernated(self) -> bool {
+        matches!(
+            self,
+            Self::Log
+                | Self::Reclaim
+                | Self::Exit
+                | Self::Panic
+                | Self::BootError
+                | Self::HibernateBegin
+                | Self::SwapOut
+                | Self::ReapOut
+                | Self::HibernatePrepare
+                | Self::HibernateCommit
+                | Self::HibernateAbort
+        )
+    }
+
     /// Decodes a call number coming from the guest.
     pub fn from_u64(n: u64) -> Option<Self> {
         Some(match n {
@@ -242,6 +270,7 @@ impl Call {
             68 => Self::HibernateCommit,
             69 => Self::HibernateAbort,
             70 => Self::SwapIn,
+            71 => Self::Wake,
             _ => return None,
         })
     }

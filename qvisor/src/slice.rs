@@ -107,8 +107,19 @@ fn slice_word(ram: &GuestRam) -> u64 {
         .unwrap_or(0)
 }
 
+/// The slice: [`SLICE`], or `QVISOR_SLICE_US` microseconds (at least
+/// 100) for debugging: short slices make preemption bugs show quickly
+/// (docs/threads.md, "Java").
+fn slice_len() -> Duration {
+    std::env::var("QVISOR_SLICE_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(SLICE, |us| Duration::from_micros(us.max(100)))
+}
+
 /// The watcher thread: ends when the channel shuts down.
 pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
+    let slice = slice_len();
     let slicer = &channel.slicer;
     let mut sampler = Sampler::default();
     let mut w = slicer.watching.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,7 +131,7 @@ pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
         }
         w = slicer
             .cv
-            .wait_timeout(w, SLICE)
+            .wait_timeout(w, slice)
             .unwrap_or_else(|e| e.into_inner())
             .0;
         if channel.stopping() {

@@ -387,3 +387,52 @@ fn exec_while_children_exit() {
     }
     assert_eq!(common::bundle::status(c.root.path(), &c.id), "running");
 }
+
+/// A forking pid 1 hibernated and woken again and again (SIGSTOP /
+/// SIGCONT), with `qrun exec`s between rounds, stays running: its second
+/// and later hibernations (after wakes that read the REAP file back) used
+/// to fail right after the commit with "swap slot N holds no page".
+#[test]
+fn a_forking_container_survives_hibernation_rounds() {
+    if !require_kvm() {
+        return;
+    }
+    let c = Running::new(
+        "hib-forking",
+        &[
+            "busybox",
+            "sh",
+            "-c",
+            "while :; do busybox sleep 0.02; done",
+        ],
+    );
+    for round in 0..6 {
+        let o = c.exec(&[], &["busybox", "true"], b"");
+        assert_eq!(o.status, 0, "round {round}: {o:?}");
+        let o = qrun_at(c.root.path(), &["kill", &c.id, "SIGSTOP"]);
+        assert_eq!(o.status, 0, "round {round}: {o:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let h = hibernation(c.root.path(), &c.id);
+            if h == "hibernated" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "round {round}: {h}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let o = qrun_at(c.root.path(), &["kill", &c.id, "SIGCONT"]);
+        assert_eq!(o.status, 0, "round {round}: {o:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            common::bundle::status(c.root.path(), &c.id),
+            "running",
+            "round {round}"
+        );
+        assert_eq!(
+            hibernation(c.root.path(), &c.id),
+            "running",
+            "round {round}"
+        );
+    }
+}

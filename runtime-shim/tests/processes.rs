@@ -406,3 +406,70 @@ fn kernel_stacks_stay_shallow() {
         );
     }
 }
+
+/// A pid 1 that keeps forking (busybox sh running `busybox sleep 0.02` in
+/// a loop) survives hibernate/wake rounds. A child's sleep that ran out
+/// while the sandbox deflated used to run the child right after the
+/// commit, before any wake: it touched swapped pages, and the swap-in was
+/// served against the released swap table ("swap slot N holds no page",
+/// the sandbox stopped), and REAP pages read as dropped.
+#[test]
+fn a_forking_init_survives_hibernation_rounds() {
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let dir = common::tmp::TempDir::new("forkloop-hib");
+    let socket = dir.join("ctl.sock");
+    let state = dir.join("state");
+    let mut child = common::qrun_do_controlled(&socket, &state)
+        .args([
+            "/usr/bin/busybox",
+            "sh",
+            "-c",
+            "while :; do busybox sleep 0.02; done",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qrun");
+    common::wait_for_socket(&socket);
+    let mut failure = None;
+    for i in 0..8 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        match common::ctl(&socket, "hibernate") {
+            Ok(st) if st["state"] == "hibernated" => {}
+            other => {
+                failure = Some(format!("cycle {i}: hibernate: {other:?}"));
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // The loop's timers do not wake it, and nothing ran meanwhile.
+        match common::ctl(&socket, "status") {
+            Ok(st) if st["state"] == "hibernated" => {}
+            other => {
+                failure = Some(format!("cycle {i}: 200 ms after: {other:?}"));
+                break;
+            }
+        }
+        if let Err(e) = common::ctl(&socket, "wake") {
+            failure = Some(format!("cycle {i}: wake: {e}"));
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            failure = Some(format!("cycle {i}: the sandbox stopped: {status:?}"));
+            break;
+        }
+    }
+    let alive = matches!(child.try_wait(), Ok(None));
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(failure.is_none() && alive, "{failure:?}; stderr: {stderr}");
+    assert!(!stderr.contains("holds no page"), "{stderr}");
+}

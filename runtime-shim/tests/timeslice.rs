@@ -94,3 +94,33 @@ fn a_lone_task_is_never_preempted() {
     assert_eq!(out.status, 0, "{out:?}");
     assert_eq!(preemptions(&stderr(&out)), 0, "{out:?}");
 }
+
+/// Threads preempted thousands of times (half-millisecond slices through
+/// `QVISOR_SLICE_US`) keep their user state: XMM registers, FS base and
+/// the red zone below RSP across syscalls (`preempt_state`), as natively.
+/// Written while looking for the JVM's preemption crash (docs/threads.md,
+/// "Java"): these are not it, and must stay so.
+#[test]
+fn preempted_threads_keep_their_registers() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("preempt_state");
+    let native = run_native(&prog, &[], &[]);
+    assert_eq!(native.status, 0, "the native run already fails: {native:?}");
+    let out = std::process::Command::new(common::qrun())
+        .args(["do", "--stats", "--"])
+        .arg(&prog)
+        .env("QVISOR_SLICE_US", "500")
+        .output()
+        .expect("running qrun");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        stdout(&native),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let n = preemptions(&err);
+    assert!(n >= 100, "only {n} preemptions: the test did not test");
+}

@@ -83,6 +83,8 @@ pub const ALL: &[&str] = &[
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "pipes",
+    // Preempted threads keep XMM registers, FS base and the red zone (timeslice).
+    "preempt_state",
     "procfs",
     // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
     "procpid",

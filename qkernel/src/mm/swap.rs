@@ -46,6 +46,7 @@
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use qlib::abi::{Call, IoVec, MAX_IOVECS, SwapPage};
 use qlib::pte::{
     ADDR_MASK, HUGE, MAX_SWAP_SLOT, NO_EXEC, PRESENT, Pte, USER, WRITABLE, swap_entry,
@@ -517,7 +518,9 @@ pub fn hibernate(interrupted: bool) {
     drop(st);
     // Hands the swapped frames (now free) back to the host with the rest.
     crate::control::reclaim();
-    hostcall::call(Call::HibernateCommit, [n.swapped, n.reap, 0, 0, 0, 0]);
+    if hostcall::call(Call::HibernateCommit, [n.swapped, n.reap, 0, 0, 0, 0]) >= 0 {
+        ASLEEP.store(true, Ordering::Release);
+    }
     log::debug!(
         "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned; from {}",
         n.swapped,
@@ -545,19 +548,41 @@ pub fn hibernate(interrupted: bool) {
     }
 }
 
+/// Set at a committed hibernation, cleared when the VMM returns from a
+/// call that wakes the sandbox (any call but [`Call::keeps_hibernated`]
+/// ones): while it is set the REAP pages are gone from guest RAM and the
+/// swap table is only in the file, so nothing may run the program or
+/// touch its memory ([`ensure_awake`]) and timers do not fire.
+static ASLEEP: AtomicBool = AtomicBool::new(false);
+
+/// Whether the sandbox is hibernated and nothing has woken it yet.
+pub fn asleep() -> bool {
+    ASLEEP.load(Ordering::Acquire)
+}
+
+/// Called by the host-call path after the VMM returned from `call`.
+pub fn after_call(call: Call) {
+    if ASLEEP.load(Ordering::Relaxed) && !call.keeps_hibernated() {
+        ASLEEP.store(false, Ordering::Release);
+    }
+}
+
+/// Wakes the sandbox if it is hibernated, before the guest runs a task or
+/// touches user memory: after the commit an exec order, a signal or an
+/// expired deadline can make a task runnable without any wait returning
+/// (those are what wake it otherwise). One exit, only then.
+pub fn ensure_awake() {
+    if asleep() {
+        log::debug!("running after a hibernation: waking the sandbox");
+        hostcall::call_once(Call::Wake, [0; 6]);
+    }
+}
+
 /// Set when a hibernation was committed from inside a wait: the wait is
 /// reissued without its timeout, so that only what it waits on (or a wake,
 /// or a signal) wakes the sandbox; a deadline that passed meanwhile fires
 /// right after the wake.
 static HIBERNATED_WAIT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-
-/// Whether a hibernation was committed from the wait that was cut short
-/// and no wait has been reissued since (does not clear it): until then
-/// nothing may run, not even a task whose deadline passed during the
-/// deflation, or it would touch swapped memory of a hibernated sandbox.
-pub fn hibernated_pending() -> bool {
-    HIBERNATED_WAIT.load(core::sync::atomic::Ordering::Acquire)
-}
 
 /// Whether a hibernation was committed from the wait that was cut short
 /// (clears it).
@@ -583,6 +608,8 @@ fn park() {
 /// Resolves a fault on the swapped page `page` of `vma`: reads it and the
 /// swapped pages of its window back in one host call.
 pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultError> {
+    // The swap table is only in the file while hibernated.
+    ensure_awake();
     let window = SWAP_IN_PAGES * 4096;
     let start = (page & !(window - 1)).max(vma.start);
     let end = ((page & !(window - 1)) + window).min(vma.end);

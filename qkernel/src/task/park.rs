@@ -382,7 +382,7 @@ fn hibernated() -> bool {
 /// is the nearest timed futex wait's (`NEVER`: none).
 pub fn idle_poll(futex_deadline: u64) {
     let (mut fds, mut owners) = parked_fds();
-    let mut deadline = if hibernated() {
+    let mut deadline = if hibernated() || crate::mm::swap::asleep() {
         add_listening(&mut fds, &mut owners);
         log::debug!(
             "hibernated: waiting on {:?} with no deadline",
@@ -413,10 +413,7 @@ pub fn idle_poll(futex_deadline: u64) {
         if crate::signal::interrupts() {
             sched::wake(&mut KERNEL.lock(), current_pid());
         }
-        // Hibernated from this wait: the timers that passed during the
-        // deflation fire after the wake, not now (the scheduler comes
-        // back here and waits without a deadline).
-        if !crate::mm::swap::hibernated_pending() {
+        if !crate::mm::swap::asleep() {
             timers::run_expired();
         }
         return;

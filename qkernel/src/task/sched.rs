@@ -77,10 +77,9 @@ fn next_task() -> Option<u32> {
     loop {
         {
             let mut k = KERNEL.lock();
-            // Just hibernated from the idle wait: timed futex waits that
-            // passed during the deflation end after the wake (the idle
-            // wait below goes on without a deadline until then).
-            if !crate::mm::swap::hibernated_pending() {
+            // Timers do not wake a hibernated sandbox: deadlines that
+            // passed fire after the wake.
+            if !crate::mm::swap::asleep() {
                 super::futex::expire(&mut k);
             }
             if let Some(next) = pick(&mut k) {
@@ -142,6 +141,8 @@ pub fn leave_dead() -> ! {
 /// group, the process goes back into its leader's task and the next
 /// group's comes out of its leader's.
 pub fn switch(next: u32) {
+    // A task that runs may touch its memory: never while hibernated.
+    crate::mm::swap::ensure_awake();
     let prev = current_pid();
     if prev == next {
         if let Some(t) = KERNEL.lock().tasks.get_mut(&prev) {

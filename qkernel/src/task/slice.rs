@@ -101,6 +101,7 @@ pub fn idle() {
 /// On every way back to user mode, with no lock held: switches if the
 /// running task's slice is over, then publishes the slice word.
 pub fn at_user_return() {
+    crate::mm::swap::ensure_awake();
     if NEED_RESCHED.swap(false, Ordering::Relaxed) {
         PREEMPTIONS.fetch_add(1, Ordering::Relaxed);
         park::poll_now();

@@ -616,8 +616,15 @@ impl Hibernation {
     }
 
     /// `SwapIn`: a swap fault. `Err`: the sandbox must stop.
+    /// A fault while hibernated (the guest ran before anything woke it)
+    /// wakes the sandbox first: the swap table is only in the file then,
+    /// and the REAP pages must be back before the guest sees memory.
     pub fn swap_in(&self, ram: &GuestRam, pages: &[SwapPage]) -> Result<i64, SwapError> {
         let mut i = self.lock();
+        if i.state == State::Hibernated {
+            log::warn!("swap fault while hibernated: waking first");
+            self.wake_locked(&mut i, ram, "a swap fault")?;
+        }
         let r = match i.swap.as_mut() {
             Some(s) => s.read(ram, pages),
             None => Err(SwapError::BadSlot(pages.first().map_or(0, |p| p.slot))),

@@ -90,26 +90,12 @@ impl SwapError {
 
 /// Whether returning from `call` leaves a hibernated guest hibernated
 /// (the guest touches no user memory after it): the hibernation calls
-/// that deflate, logging, reclaim and the final calls. Every other call —
-/// a swap fault too —
-/// including any new blocking wait — wakes the sandbox first.
+/// that deflate, logging, reclaim and the final calls
+/// ([`Call::keeps_hibernated`]). Every other call, including any new
+/// blocking wait, wakes the sandbox before the guest runs again; a swap
+/// fault wakes it before it is served ([`Hibernation::swap_in`]).
 pub fn keeps_hibernated(call: Option<Call>) -> bool {
-    matches!(
-        call,
-        Some(
-            Call::Log
-                | Call::Reclaim
-                | Call::Exit
-                | Call::Panic
-                | Call::BootError
-                | Call::HibernateBegin
-                | Call::SwapOut
-                | Call::ReapOut
-                | Call::HibernatePrepare
-                | Call::HibernateCommit
-                | Call::HibernateAbort
-        )
-    )
+    call.is_some_and(Call::keeps_hibernated)
 }
 
 /// What serving a hibernation call gives the vCPU loop.

@@ -192,6 +192,8 @@ impl<'a> HostCalls<'a> {
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),
             Some(Call::Exec) => self.exec(a),
+            // The wake itself is `on_guest_resume` below.
+            Some(Call::Wake) => 0,
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
