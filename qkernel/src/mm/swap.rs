@@ -573,8 +573,11 @@ pub fn after_call(call: Call) {
 /// (those are what wake it otherwise). One exit, only then.
 pub fn ensure_awake() {
     if asleep() {
-        log::debug!("running after a hibernation: waking the sandbox");
+        // The wake first: the log line's own host call comes back here,
+        // and while still asleep it would recurse until the stack ends
+        // (a triple fault with `--debug`).
         hostcall::call_once(Call::Wake, [0; 6]);
+        log::debug!("running after a hibernation: woke the sandbox");
     }
 }
 
