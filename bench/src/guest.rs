@@ -1,6 +1,6 @@
 //! Micro-benchmarks that time themselves inside the guest (and natively,
 //! for comparison): `bench_syscall`, `bench_fault`, `bench_hostcall`,
-//! `bench_procs`, `bench_threads` from `test-apps`. Each prints `key value`
+//! `bench_procs`, `bench_threads`, `smp burn` from `test-apps`. Each prints `key value`
 //! lines in nanoseconds; the harness runs each program `runs` times on each side, interleaved, after one
 //! unrecorded warm-up run, and reports medians in microseconds.
 
@@ -122,6 +122,42 @@ const PROGRAMS: &[Program] = &[
                 target_us: None,
             },
         ],
+    },
+    // SMP (issue 15): two CPU-bound threads at once, on 1 and on 2 vCPUs
+    // (the ratio rows compare them), and the futex ping-pong with 2 vCPUs
+    // (a wake across vCPUs once tasks run on both).
+    Program {
+        name: "smp",
+        args: &["burn", "50000000"],
+        qrun_opts: &["--cpus", "1"],
+        fields: &[Field {
+            key: "burn_parallel_ns",
+            sandboxed: "burn_2threads_1vcpu_us",
+            native: "burn_2threads_native_us",
+            target_us: None,
+        }],
+    },
+    Program {
+        name: "smp",
+        args: &["burn", "50000000"],
+        qrun_opts: &["--cpus", "2"],
+        fields: &[Field {
+            key: "burn_parallel_ns",
+            sandboxed: "burn_2threads_2vcpus_us",
+            native: "burn_2threads_native_again_us",
+            target_us: None,
+        }],
+    },
+    Program {
+        name: "bench_threads",
+        args: &["1000"],
+        qrun_opts: &["--cpus", "2"],
+        fields: &[Field {
+            key: "futex_pingpong_ns",
+            sandboxed: "futex_pingpong_2vcpus_us",
+            native: "futex_pingpong_native_again_us",
+            target_us: None,
+        }],
     },
 ];
 

@@ -216,6 +216,30 @@ fn alloc_unit(name: &str) -> &'static str {
 /// allocator (below 1 means the bitmap allocator is faster).
 fn ratios(m: &[Metric]) -> Vec<Ratio> {
     let mut r = vec![
+        // Issue 15's targets: 2 CPU-bound threads on 2 vCPUs take at most
+        // 0.6x their time on 1 vCPU and 1.15x native; a futex wake across
+        // vCPUs at most 20x native.
+        Ratio::of(
+            m,
+            "2 CPU-bound threads, 2 vCPUs / 1 vCPU",
+            "burn_2threads_2vcpus_us",
+            "burn_2threads_1vcpu_us",
+        )
+        .at_most(0.6),
+        Ratio::of(
+            m,
+            "2 CPU-bound threads, 2 vCPUs / native",
+            "burn_2threads_2vcpus_us",
+            "burn_2threads_native_us",
+        )
+        .at_most(1.15),
+        Ratio::of(
+            m,
+            "futex ping-pong, 2 vCPUs / native",
+            "futex_pingpong_2vcpus_us",
+            "futex_pingpong_native_us",
+        )
+        .at_most(20.0),
         Ratio::of(m, "hello qrun/native", "hello_qrun_ms", "hello_native_ms"),
         Ratio::of(
             m,

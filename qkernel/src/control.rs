@@ -184,6 +184,13 @@ pub fn pending() -> bool {
     pending_word().load(Ordering::Acquire) != 0
 }
 
+/// Whether a control request other than `PREEMPT` is posted: what ends a
+/// hibernated guest's park (`mm::swap`). A preemption the slice watcher
+/// posted before the hibernation held the guest waits for the wake.
+pub fn pending_but_preempt() -> bool {
+    pending_word().load(Ordering::Acquire) & !control::PREEMPT != 0
+}
+
 fn serve(interrupted: bool) {
     let word = pending_word();
     if word.load(Ordering::Relaxed) == 0 || SERVING.swap(true, Ordering::Acquire) {

@@ -1,9 +1,9 @@
 //! The process (a thread group): its address space, signal dispositions
 //! and the bits of per-process state syscalls record. The running thread
 //! group's process lives in [`PROCESS`], the others in their leader's
-//! `task::Task` (docs/threads.md). A few fields are per thread
-//! ([`ThreadFields`]): they hold the running thread's values and are
-//! swapped on a switch between threads of one group.
+//! `task::Task` (docs/threads.md). The per-thread fields ([`ThreadFields`])
+//! are not in the process: the running thread's are this vCPU's
+//! ([`thread`]), the others' in their task, swapped at a switch.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,13 +27,12 @@ pub struct SigAction {
 }
 
 /// Signal state (the pending set and the blocked mask are atomics in
-/// `signal`, reachable without the process lock).
+/// `signal`, reachable without the process lock; the alternate stack is
+/// per thread, [`ThreadFields`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Signals {
     /// Dispositions, index = signal - 1.
     pub actions: [SigAction; 64],
-    /// `sigaltstack`: (sp, flags, size).
-    pub altstack: (u64, i32, u64),
 }
 
 /// The process.
@@ -42,10 +41,6 @@ pub struct Process {
     pub mm: AddrSpace,
     /// Signal state.
     pub signals: Signals,
-    /// `set_tid_address`.
-    pub clear_child_tid: u64,
-    /// `set_robust_list` head.
-    pub robust_list: u64,
     /// Open files.
     pub files: FdTable,
     /// Working directory: a normalised absolute path in the rootfs.
@@ -65,24 +60,26 @@ pub struct Process {
     pub ids: [u32; 4],
     /// Process-directed signals pending while the group does not run.
     pub shared_sig: crate::signal::GroupSig,
-    /// `PR_SET_NAME` of the running thread (None: the program's name).
-    pub name: Option<[u8; 16]>,
 }
 
-/// The per-thread fields of a [`Process`] (the running thread's live in
-/// the process; a switched-out thread keeps its own in its task).
+/// The per-thread state syscalls record (the running thread's is this
+/// vCPU's, [`thread`]; a switched-out thread keeps its own in its task).
 #[derive(Debug, Clone, Copy)]
 pub struct ThreadFields {
+    /// `set_tid_address` (or `CLONE_CHILD_CLEARTID`).
     pub clear_child_tid: u64,
+    /// `set_robust_list` head.
     pub robust_list: u64,
+    /// `sigaltstack`: (sp, flags, size).
     pub altstack: (u64, i32, u64),
+    /// `PR_SET_NAME` (None: the program's name, `Process::comm`).
     pub name: Option<[u8; 16]>,
 }
 
 impl ThreadFields {
     /// A new thread's: no alternate stack (as Linux for `CLONE_VM`), no
     /// robust list, the name of its creator.
-    pub fn new_thread(clear_child_tid: u64, name: Option<[u8; 16]>) -> Self {
+    pub const fn new_thread(clear_child_tid: u64, name: Option<[u8; 16]>) -> Self {
         ThreadFields {
             clear_child_tid,
             robust_list: 0,
@@ -90,6 +87,12 @@ impl ThreadFields {
             name,
         }
     }
+}
+
+/// The running thread's [`ThreadFields`] (this vCPU's). A leaf lock:
+/// nothing is taken under it.
+pub fn thread() -> spin::MutexGuard<'static, ThreadFields> {
+    crate::arch::percpu::this().thread.lock()
 }
 
 /// The running process (`task::sched` swaps it on a context switch): the
@@ -136,10 +139,7 @@ impl Process {
             mm,
             signals: Signals {
                 actions: [SigAction::default(); 64],
-                altstack: (0, 2, 0), // SS_DISABLE
             },
-            clear_child_tid: 0,
-            robust_list: 0,
             files,
             cwd,
             umask: 0o022,
@@ -148,26 +148,7 @@ impl Process {
             environ: Vec::new(),
             ids,
             shared_sig: crate::signal::GroupSig::new(),
-            name: None,
         }
-    }
-
-    /// The running thread's per-thread fields.
-    pub fn thread_fields(&self) -> ThreadFields {
-        ThreadFields {
-            clear_child_tid: self.clear_child_tid,
-            robust_list: self.robust_list,
-            altstack: self.signals.altstack,
-            name: self.name,
-        }
-    }
-
-    /// Installs another thread's per-thread fields.
-    pub fn set_thread_fields(&mut self, t: &ThreadFields) {
-        self.clear_child_tid = t.clear_child_tid;
-        self.robust_list = t.robust_list;
-        self.signals.altstack = t.altstack;
-        self.name = t.name;
     }
 }
 

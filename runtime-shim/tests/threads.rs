@@ -119,6 +119,12 @@ fn thread_ids_affinity_names() {
     }
     let out = same(&["misc"]);
     assert!(out.contains("thread name: worker"), "{out}");
+    // In a forked child (pid not 1): set_tid_address returns its tid.
+    let out = same(&["child", "misc"]);
+    assert!(
+        out.contains("set_tid_address returns the tid: yes"),
+        "{out}"
+    );
 }
 
 /// A two-thread process hibernated three times while one thread blocks on

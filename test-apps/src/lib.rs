@@ -104,6 +104,9 @@ pub const ALL: &[&str] = &[
     // SIGTERM during a blocking call, sent by the test (not by itself).
     "sig_graceful",
     "signals",
+    // SMP cases: munmap/mprotect race, affinity, CPU burn, fork from
+    // threads, hibernation of computing threads (smp).
+    "smp",
     // A pure user-mode loop: signals and control requests need a vCPU kick.
     "spin",
     // A server whose other thread spins: hibernated from the kick (servers).

@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use qlib::abi::HostCall;
 use spin::Mutex;
 
-use crate::process::Process;
+use crate::process::{Process, ThreadFields};
 
 /// Most vCPUs a sandbox has (the VMM enforces the same bound).
 pub const MAX_CPUS: usize = qlib::abi::MAX_VCPUS;
@@ -55,6 +55,8 @@ pub struct PerCpu {
     /// The process of the thread group running on this vCPU
     /// (`process::PROCESS` reaches it).
     pub process: Mutex<Option<Process>>,
+    /// The running thread's per-thread fields (`process::thread`).
+    pub thread: Mutex<ThreadFields>,
 }
 
 /// Offsets the entry assembly uses.
@@ -80,6 +82,7 @@ impl PerCpu {
                 ret: 0,
             }),
             process: Mutex::new(None),
+            thread: Mutex::new(ThreadFields::new_thread(0, None)),
         }
     }
 

@@ -16,6 +16,11 @@
 //!                  + 0x800:  slots: rcx, r11, rip
 //! ```
 //!
+//! **One stub and one set of slots per vCPU**, in the same page: vCPU
+//! `k`'s stub is at `k * 0x20` and its slots at `0x800 + k * 0x20`, so
+//! every copy of the stub has the same RIP-relative displacements and
+//! two vCPUs returning at once never share slots (docs/smp.md).
+//!
 //! No flag changes after `sysretq` has set RFLAGS, and no user memory (the
 //! stack, its red zone) is touched. The kick interrupt may stop the
 //! program inside the stub: [`finish_stub`] then completes it in the frame. The page is one page of the kernel
@@ -23,12 +28,13 @@
 //! space (the free page between the stack top and the end of user space);
 //! it is not a user frame, so hibernation and reclaim never move it. It
 //! lies above `USER_END`, so the program can neither unmap, replace nor
-//! write it. One vCPU and one thread: the slots are per CPU, and
-//! only the kick interrupt runs between `sysretq` and the stub's last load.
+//! write it. Only the kick interrupt runs between `sysretq` and the stub's
+//! last load, and it lands on the same vCPU, whose stub the RIP names.
 
 use qlib::pte::NO_EXEC;
 
 use crate::arch::entry::TrapFrame;
+use crate::arch::percpu::{self, MAX_CPUS};
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::kva_to_gpa;
 
@@ -36,8 +42,14 @@ use crate::mm::kva_to_gpa;
 /// `USER_END`, out of reach of the program's `munmap`/`mprotect`/`mmap`.
 pub use qlib::layout::USER_RETURN_VA;
 
-/// Offset of the slots in the page.
+/// Offset of vCPU 0's slots in the page.
 const SLOTS: usize = 0x800;
+/// Distance between two vCPUs' stubs (and between their slots).
+const STRIDE: usize = 0x20;
+
+// Every vCPU's stub fits below the slots, and its slots in the page.
+const _: () = assert!(STRIDE * MAX_CPUS <= SLOTS && SLOTS + STRIDE * MAX_CPUS <= 4096);
+const _: () = assert!(STUB.len() <= STRIDE && 24 <= STRIDE);
 
 /// The stub (module doc): RIP-relative loads of slots 0 and 1 into RCX and
 /// R11, then an indirect jump through slot 2.
@@ -54,21 +66,37 @@ const _: () = assert!(7 + 0x7f9 == SLOTS && 14 + 0x7fa == SLOTS + 8 && 20 + 0x7f
 struct ReturnPage([u8; 4096]);
 
 const fn page() -> ReturnPage {
-    let mut p = [0xcc; 4096]; // int3 everywhere but the stub and slots
-    let mut i = 0;
-    while i < STUB.len() {
-        p[i] = STUB[i];
-        i += 1;
-    }
-    let mut j = SLOTS;
-    while j < SLOTS + 24 {
-        p[j] = 0;
-        j += 1;
+    let mut p = [0xcc; 4096]; // int3 everywhere but the stubs and slots
+    let mut k = 0;
+    while k < MAX_CPUS {
+        let mut i = 0;
+        while i < STUB.len() {
+            p[k * STRIDE + i] = STUB[i];
+            i += 1;
+        }
+        let mut j = 0;
+        while j < 24 {
+            p[SLOTS + k * STRIDE + j] = 0;
+            j += 1;
+        }
+        k += 1;
     }
     ReturnPage(p)
 }
 
 static mut RETURN_PAGE: ReturnPage = page();
+
+/// vCPU `k`'s slots.
+fn slots(k: usize) -> *mut [u64; 3] {
+    // SAFETY: `k < MAX_CPUS`, so the slots lie inside the page (asserted
+    // above); only the address is computed here.
+    unsafe {
+        core::ptr::addr_of_mut!(RETURN_PAGE)
+            .cast::<u8>()
+            .add(SLOTS + k * STRIDE)
+            .cast::<[u64; 3]>()
+    }
+}
 
 fn page_gpa() -> u64 {
     kva_to_gpa(core::ptr::addr_of!(RETURN_PAGE) as u64)
@@ -84,16 +112,13 @@ pub fn map(mm: &mut AddrSpace) -> Result<(), crate::errno::Errno> {
 /// the stub had still to load from the slots into `frame`, so that the
 /// frame is the program's own context and [`prepare`] may reuse the slots.
 pub fn finish_stub(frame: &mut TrapFrame) {
-    let off = frame.rip.wrapping_sub(USER_RETURN_VA);
-    if off >= STUB.len() as u64 {
+    let Some((k, off)) = in_stub(frame.rip) else {
         return;
-    }
-    // SAFETY: one vCPU; the slots were written by the `prepare` whose
-    // return was interrupted and nothing has written them since.
-    let [rcx, r11, rip] = unsafe {
-        let base = core::ptr::addr_of!(RETURN_PAGE).cast::<u8>().add(SLOTS);
-        core::ptr::read_volatile(base.cast::<[u64; 3]>())
     };
+    // SAFETY: the kick lands on the vCPU that `sysretq`ed into stub `k`,
+    // so its `prepare` wrote slots `k` and nothing has written them since
+    // (only that vCPU writes them).
+    let [rcx, r11, rip] = unsafe { core::ptr::read_volatile(slots(k)) };
     if off < 7 {
         frame.rcx = rcx;
     }
@@ -103,17 +128,22 @@ pub fn finish_stub(frame: &mut TrapFrame) {
     frame.rip = rip;
 }
 
-/// Zeroes the slots (at a task switch). They are only live between
+/// The vCPU whose stub `rip` lies in, and the offset in that stub.
+fn in_stub(rip: u64) -> Option<(usize, u64)> {
+    let off = rip.wrapping_sub(USER_RETURN_VA);
+    let k = (off / STRIDE as u64) as usize;
+    let within = off % STRIDE as u64;
+    (k < MAX_CPUS && within < STUB.len() as u64).then_some((k, within))
+}
+
+/// Zeroes this vCPU's slots (at a task switch). They are only live between
 /// [`prepare`] and the stub's last load, which no switch comes between
 /// (a kick inside the stub is completed by [`finish_stub`] first), and
 /// the page is readable by every process.
 pub fn clear_slots() {
-    // SAFETY: one vCPU; no return through the stub is in flight at a
-    // task switch.
-    unsafe {
-        let base = core::ptr::addr_of_mut!(RETURN_PAGE).cast::<u8>().add(SLOTS);
-        core::ptr::write_volatile(base.cast::<[u64; 3]>(), [0; 3]);
-    }
+    // SAFETY: only this vCPU writes its slots, and no return through its
+    // stub is in flight at a task switch.
+    unsafe { core::ptr::write_volatile(slots(percpu::this().id()), [0; 3]) };
 }
 
 /// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11
@@ -125,14 +155,11 @@ pub fn prepare(frame: &mut TrapFrame, mm: &mut AddrSpace) -> bool {
     if !pte.present() || pte.addr() != page_gpa() || pte.0 & NO_EXEC != 0 {
         return false;
     }
-    let slots = [frame.rcx, frame.r11, frame.rip];
-    // SAFETY: one vCPU; the slots are read only by the stub, after the
-    // `sysretq` that follows this call.
-    unsafe {
-        let base = core::ptr::addr_of_mut!(RETURN_PAGE).cast::<u8>().add(SLOTS);
-        core::ptr::write_volatile(base.cast::<[u64; 3]>(), slots);
-    }
-    frame.rip = USER_RETURN_VA;
+    let k = percpu::this().id();
+    // SAFETY: only this vCPU writes slots `k`; they are read only by stub
+    // `k`, on this vCPU, after the `sysretq` that follows this call.
+    unsafe { core::ptr::write_volatile(slots(k), [frame.rcx, frame.r11, frame.rip]) };
+    frame.rip = USER_RETURN_VA + (k * STRIDE) as u64;
     frame.rflags = (frame.rflags & crate::process::USER_RFLAGS) | 0x202;
     true
 }

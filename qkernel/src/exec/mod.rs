@@ -105,10 +105,7 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
             ..SigAction::default()
         };
     }
-    p.signals.altstack = (0, 2, 0); // SS_DISABLE
-    p.clear_child_tid = 0;
-    p.robust_list = 0;
-    p.name = None;
+    *crate::process::thread() = crate::process::ThreadFields::new_thread(0, None);
     p.exe = prog.exe;
     p.cmdline = prog.argv.iter().fold(Vec::new(), |mut v, a| {
         v.extend_from_slice(a);

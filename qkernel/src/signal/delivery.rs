@@ -12,7 +12,7 @@
 //! syscall number again. Hibernation never gets here: it does not make a
 //! signal pending, so `hostcall::call` reissues the call itself.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
 use crate::arch::entry::TrapFrame;
 use crate::errno::Errno;
@@ -39,20 +39,21 @@ pub const ERESTARTNOHAND: u64 = -514i64 as u64;
 /// RFLAGS bits cleared at handler entry: TF, DF, RF.
 const ENTRY_CLEAR_FLAGS: u64 = 0x100 | 0x400 | 0x1_0000;
 
-/// No saved mask.
-const NO_MASK: u64 = u64::MAX;
-/// The mask `rt_sigsuspend` replaced, to put back once a handler is set up
-/// (it goes into the frame) or when the call restarts.
-pub(super) static SUSPEND_MASK: AtomicU64 = AtomicU64::new(NO_MASK);
+/// No saved mask. The mask `rt_sigsuspend` replaced is put back once a
+/// handler is set up (it goes into the frame) or when the call restarts;
+/// it is per vCPU (`SigCpu::suspend_mask`).
+pub(super) const NO_MASK: u64 = u64::MAX;
 
 /// Records the mask to restore after `rt_sigsuspend` and installs `mask`.
 pub fn suspend_with(mask: u64) {
-    SUSPEND_MASK.store(blocked(), Ordering::Relaxed);
+    super::cpu()
+        .suspend_mask
+        .store(blocked(), Ordering::Relaxed);
     set_blocked(mask);
 }
 
 fn take_suspend_mask() -> Option<u64> {
-    let m = SUSPEND_MASK.swap(NO_MASK, Ordering::Relaxed);
+    let m = super::cpu().suspend_mask.swap(NO_MASK, Ordering::Relaxed);
     (m != NO_MASK).then_some(m)
 }
 
@@ -125,7 +126,7 @@ fn fix_restart(regs: &mut TrapFrame, syscall: Option<u64>, handler_flags: Option
 fn setup(regs: &mut TrapFrame, sig: u32, info: &Info, act: &SigAction) {
     let oldmask = take_suspend_mask().unwrap_or_else(blocked);
     let r = process::with(|p| -> Result<u64, Errno> {
-        let (ss_sp, ss_flags, ss_size) = p.signals.altstack;
+        let (ss_sp, ss_flags, ss_size) = process::thread().altstack;
         let alt_on = ss_flags & SS_DISABLE == 0;
         let on_alt = alt_on && regs.rsp > ss_sp && regs.rsp - ss_sp <= ss_size;
         let top = if act.flags & SA_ONSTACK != 0 && alt_on && !on_alt {

@@ -10,7 +10,8 @@
 //! The pending set, the blocked mask and the "has a handler" / "ignored"
 //! sets live in atomics so that [`send`] and [`interrupts`] need no process
 //! lock: control requests are served from inside host calls, which may run
-//! under it. The dispositions themselves (`SigAction`) stay in the process.
+//! under it. They are the running task's, so there is one set per vCPU
+//! ([`SigCpu`], [`cpu`]). The dispositions themselves (`SigAction`) stay in the process.
 //! Lock order: the process, then [`INFO`].
 //!
 //! One instance of each signal is queued (rt signals are not counted), and
@@ -22,12 +23,11 @@ mod frame;
 
 pub use delivery::{deliver, sigreturn, suspend_with};
 
-use delivery::SUSPEND_MASK;
-
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
+use crate::arch::percpu::MAX_CPUS;
 use crate::hostcall;
 
 pub const SIGTRAP: u32 = 5;
@@ -55,28 +55,62 @@ const SYNCHRONOUS: u64 = bit(SIGILL) | bit(SIGTRAP) | bit(SIGBUS) | bit(SIGFPE) 
 /// SIGURG, SIGWINCH.
 const DEFAULT_IGNORE: u64 = bit(17) | bit(18) | bit(23) | bit(28);
 
-/// Bit `n - 1` set: signal `n` is `SIG_IGN` (the running thread group's
-/// dispositions, recomputed from its `SigAction`s when it is switched in).
-static IGNORED: AtomicU64 = AtomicU64::new(0);
-/// Bit `n - 1` set: a handler is installed for signal `n`.
-static HANDLED: AtomicU64 = AtomicU64::new(0);
-/// Bit `n - 1` set: signal `n` is pending for the running thread.
-static PENDING: AtomicU64 = AtomicU64::new(0);
-/// Bit `n - 1` set: signal `n` is blocked by the running thread.
-static BLOCKED: AtomicU64 = AtomicU64::new(0);
-/// What each pending signal carries (index `n - 1`).
-static INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
-/// Process-directed signals pending for the running thread group: the
-/// first thread that does not block one takes it.
-static SHARED: AtomicU64 = AtomicU64::new(0);
-/// What each shared pending signal carries.
-static SHARED_INFO: Mutex<[Info; 64]> = Mutex::new([Info::EMPTY; 64]);
-/// The set the running thread waits for in `rt_sigtimedwait` (0: it
-/// does not): a signal of it sent to the thread or its group wakes it.
-static SIGWAIT: AtomicU64 = AtomicU64::new(0);
-/// A fatal signal for the whole running thread group (0: none): every
-/// thread of it ends at its next return to user mode (`deliver`).
-static GROUP_KILL: AtomicU32 = AtomicU32::new(0);
+/// The running thread's and thread group's signal state on one vCPU:
+/// each vCPU runs its own task, so these are per vCPU ([`cpu`]), saved
+/// into the task (`SigState`, `GroupSig`) and restored on a switch.
+pub(crate) struct SigCpu {
+    /// Bit `n - 1` set: signal `n` is `SIG_IGN` (the running thread
+    /// group's dispositions, recomputed from its `SigAction`s when it is
+    /// switched in).
+    ignored: AtomicU64,
+    /// Bit `n - 1` set: a handler is installed for signal `n`.
+    handled: AtomicU64,
+    /// Bit `n - 1` set: signal `n` is pending for the running thread.
+    pending: AtomicU64,
+    /// Bit `n - 1` set: signal `n` is blocked by the running thread.
+    blocked: AtomicU64,
+    /// What each pending signal carries (index `n - 1`).
+    info: Mutex<[Info; 64]>,
+    /// Process-directed signals pending for the running thread group: the
+    /// first thread that does not block one takes it.
+    shared: AtomicU64,
+    /// What each shared pending signal carries.
+    shared_info: Mutex<[Info; 64]>,
+    /// The set the running thread waits for in `rt_sigtimedwait` (0: it
+    /// does not): a signal of it sent to the thread or its group wakes it.
+    sigwait: AtomicU64,
+    /// A fatal signal for the whole running thread group (0: none): every
+    /// thread of it ends at its next return to user mode (`deliver`).
+    group_kill: AtomicU32,
+    /// The mask `rt_sigsuspend` replaced (`delivery`).
+    pub(super) suspend_mask: AtomicU64,
+}
+
+impl SigCpu {
+    const fn new() -> SigCpu {
+        SigCpu {
+            ignored: AtomicU64::new(0),
+            handled: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
+            info: Mutex::new([Info::EMPTY; 64]),
+            shared: AtomicU64::new(0),
+            shared_info: Mutex::new([Info::EMPTY; 64]),
+            sigwait: AtomicU64::new(0),
+            group_kill: AtomicU32::new(0),
+            suspend_mask: AtomicU64::new(delivery::NO_MASK),
+        }
+    }
+}
+
+static SIGCPU: [SigCpu; MAX_CPUS] = [const { SigCpu::new() }; MAX_CPUS];
+
+/// This vCPU's signal state (that of the task it runs).
+#[inline]
+pub(crate) fn cpu() -> &'static SigCpu {
+    &SIGCPU[crate::arch::percpu::this().id()]
+}
+
 /// Pid 1 has Linux's pid-namespace init semantics (`BOOT_INIT`): a
 /// signal whose action is the default never ends it, except SIGKILL from
 /// the host ([`deliver_from_host`]) and faults ([`force_fault`]).
@@ -123,8 +157,8 @@ impl Disp {
     /// The running thread group's.
     pub fn current() -> Disp {
         Disp {
-            ignored: IGNORED.load(Ordering::Relaxed),
-            handled: HANDLED.load(Ordering::Relaxed),
+            ignored: cpu().ignored.load(Ordering::Relaxed),
+            handled: cpu().handled.load(Ordering::Relaxed),
         }
     }
 
@@ -177,21 +211,21 @@ impl Default for GroupSig {
 
 /// Saves the running group's shared state into `g` (it is switched out).
 pub fn save_group(g: &mut GroupSig) {
-    g.pending = SHARED.swap(0, Ordering::AcqRel);
+    g.pending = cpu().shared.swap(0, Ordering::AcqRel);
     // In place: no 2.5 KiB temporary on the switching task's stack.
-    g.info.copy_from_slice(&*SHARED_INFO.lock());
+    g.info.copy_from_slice(&*cpu().shared_info.lock());
 }
 
 /// Makes a thread group the running one: its dispositions (from
 /// `actions`) and its shared pending set.
 pub fn load_group(actions: &[crate::process::SigAction; 64], g: &GroupSig) {
     let d = Disp::of(actions);
-    IGNORED.store(d.ignored, Ordering::Relaxed);
-    HANDLED.store(d.handled, Ordering::Relaxed);
-    SHARED.store(g.pending, Ordering::Release);
-    SHARED_INFO.lock().copy_from_slice(&g.info);
+    cpu().ignored.store(d.ignored, Ordering::Relaxed);
+    cpu().handled.store(d.handled, Ordering::Relaxed);
+    cpu().shared.store(g.pending, Ordering::Release);
+    cpu().shared_info.lock().copy_from_slice(&g.info);
     // A group killed by a signal never runs again: the mark was its own.
-    GROUP_KILL.store(0, Ordering::Relaxed);
+    cpu().group_kill.store(0, Ordering::Relaxed);
 }
 
 /// The per-thread signal state of a task that is not running: the
@@ -223,31 +257,33 @@ impl SigState {
     /// The running thread's state.
     pub fn save() -> SigState {
         SigState {
-            pending: PENDING.load(Ordering::Relaxed),
-            blocked: BLOCKED.load(Ordering::Relaxed),
-            suspend_mask: SUSPEND_MASK.load(Ordering::Relaxed),
-            info: *INFO.lock(),
-            sigwait: SIGWAIT.load(Ordering::Relaxed),
+            pending: cpu().pending.load(Ordering::Relaxed),
+            blocked: cpu().blocked.load(Ordering::Relaxed),
+            suspend_mask: cpu().suspend_mask.load(Ordering::Relaxed),
+            info: *cpu().info.lock(),
+            sigwait: cpu().sigwait.load(Ordering::Relaxed),
         }
     }
 
     /// Saves the running thread's state into `self`, in place (a
     /// context switch: no 2.5 KiB temporary on the kernel stack).
     pub fn save_into(&mut self) {
-        self.pending = PENDING.load(Ordering::Relaxed);
-        self.blocked = BLOCKED.load(Ordering::Relaxed);
-        self.suspend_mask = SUSPEND_MASK.load(Ordering::Relaxed);
-        self.info.copy_from_slice(&*INFO.lock());
-        self.sigwait = SIGWAIT.load(Ordering::Relaxed);
+        self.pending = cpu().pending.load(Ordering::Relaxed);
+        self.blocked = cpu().blocked.load(Ordering::Relaxed);
+        self.suspend_mask = cpu().suspend_mask.load(Ordering::Relaxed);
+        self.info.copy_from_slice(&*cpu().info.lock());
+        self.sigwait = cpu().sigwait.load(Ordering::Relaxed);
     }
 
     /// Makes this the running thread's state.
     pub fn restore(&self) {
-        PENDING.store(self.pending, Ordering::Relaxed);
-        BLOCKED.store(self.blocked, Ordering::Relaxed);
-        SUSPEND_MASK.store(self.suspend_mask, Ordering::Relaxed);
-        INFO.lock().copy_from_slice(&self.info);
-        SIGWAIT.store(self.sigwait, Ordering::Relaxed);
+        cpu().pending.store(self.pending, Ordering::Relaxed);
+        cpu().blocked.store(self.blocked, Ordering::Relaxed);
+        cpu()
+            .suspend_mask
+            .store(self.suspend_mask, Ordering::Relaxed);
+        cpu().info.lock().copy_from_slice(&self.info);
+        cpu().sigwait.store(self.sigwait, Ordering::Relaxed);
     }
 
     /// Posts `sig` to this (not running) thread of a group with
@@ -349,7 +385,7 @@ pub fn set_disposition(sig: u32, handler: u64) {
         1 => (true, false),
         _ => (false, true),
     };
-    for (set, on) in [(&IGNORED, ign), (&HANDLED, hnd)] {
+    for (set, on) in [(&cpu().ignored, ign), (&cpu().handled, hnd)] {
         if on {
             set.fetch_or(b, Ordering::Relaxed);
         } else {
@@ -357,29 +393,29 @@ pub fn set_disposition(sig: u32, handler: u64) {
         }
     }
     if ign || (handler == 0 && DEFAULT_IGNORE & b != 0) {
-        PENDING.fetch_and(!b, Ordering::AcqRel);
-        SHARED.fetch_and(!b, Ordering::AcqRel);
+        cpu().pending.fetch_and(!b, Ordering::AcqRel);
+        cpu().shared.fetch_and(!b, Ordering::AcqRel);
     }
 }
 
 /// The blocked mask.
 pub fn blocked() -> u64 {
-    BLOCKED.load(Ordering::Relaxed)
+    cpu().blocked.load(Ordering::Relaxed)
 }
 
 /// Sets the blocked mask (SIGKILL and SIGSTOP stay unblocked).
 pub fn set_blocked(mask: u64) {
-    BLOCKED.store(mask & !UNBLOCKABLE, Ordering::Relaxed);
+    cpu().blocked.store(mask & !UNBLOCKABLE, Ordering::Relaxed);
 }
 
 /// Whether the running thread group explicitly ignores `sig`.
 pub fn explicitly_ignored(sig: u32) -> bool {
-    IGNORED.load(Ordering::Relaxed) & bit(sig) != 0
+    cpu().ignored.load(Ordering::Relaxed) & bit(sig) != 0
 }
 
 /// The pending set: the running thread's and its group's.
 pub fn pending() -> u64 {
-    PENDING.load(Ordering::Acquire) | SHARED.load(Ordering::Acquire)
+    cpu().pending.load(Ordering::Acquire) | cpu().shared.load(Ordering::Acquire)
 }
 
 /// The fatal signal that ends the running group (`send`): pid 1's group
@@ -394,12 +430,12 @@ pub fn kill_group(sig: u32) {
         log::info!("program killed by signal {sig}");
         hostcall::exit(128 + sig as i32);
     }
-    GROUP_KILL.store(sig, Ordering::Release);
+    cpu().group_kill.store(sig, Ordering::Release);
 }
 
 /// The group-wide fatal signal, if one was sent.
 pub fn group_kill() -> Option<u32> {
-    let s = GROUP_KILL.load(Ordering::Acquire);
+    let s = cpu().group_kill.load(Ordering::Acquire);
     (s != 0).then_some(s)
 }
 
@@ -419,12 +455,12 @@ pub fn send(sig: u32, info: Info) {
         kill_group(sig);
         return;
     }
-    SHARED_INFO.lock()[(sig - 1) as usize] = info;
-    SHARED.fetch_or(b, Ordering::AcqRel);
+    cpu().shared_info.lock()[(sig - 1) as usize] = info;
+    cpu().shared.fetch_or(b, Ordering::AcqRel);
     if !mine && d.handles(sig) {
         crate::task::sibling_takes(sig, true);
     }
-    if !mine && SIGWAIT.load(Ordering::Relaxed) & b == 0 {
+    if !mine && cpu().sigwait.load(Ordering::Relaxed) & b == 0 {
         crate::task::wake_sigwaiter(sig);
     }
 }
@@ -442,8 +478,8 @@ pub fn send_thread(sig: u32, info: Info) {
         kill_group(sig);
         return;
     }
-    INFO.lock()[(sig - 1) as usize] = info;
-    PENDING.fetch_or(b, Ordering::AcqRel);
+    cpu().info.lock()[(sig - 1) as usize] = info;
+    cpu().pending.fetch_or(b, Ordering::AcqRel);
 }
 
 /// Whether a signal is pending that would run a handler now (or the
@@ -451,16 +487,16 @@ pub fn send_thread(sig: u32, info: Info) {
 /// request then returns instead of being reissued (`hostcall::call`), and
 /// a syscall is not started.
 pub fn interrupts() -> bool {
-    pending() & !blocked() & HANDLED.load(Ordering::Relaxed) != 0
-        || GROUP_KILL.load(Ordering::Relaxed) != 0
+    pending() & !blocked() & cpu().handled.load(Ordering::Relaxed) != 0
+        || cpu().group_kill.load(Ordering::Relaxed) != 0
 }
 
 /// Takes the next deliverable signal (synchronous ones first, the
 /// thread's own before the group's) and what it carries, clearing it from
 /// its pending set.
 fn take_next() -> Option<(u32, Info)> {
-    let own = PENDING.load(Ordering::Acquire) & !blocked();
-    let shared = SHARED.load(Ordering::Acquire) & !blocked();
+    let own = cpu().pending.load(Ordering::Acquire) & !blocked();
+    let shared = cpu().shared.load(Ordering::Acquire) & !blocked();
     let ready = own | shared;
     if ready == 0 {
         return None;
@@ -473,40 +509,40 @@ fn take_next() -> Option<(u32, Info)> {
     let pick = if pick & own != 0 { pick & own } else { pick };
     let sig = pick.trailing_zeros() + 1;
     if own & bit(sig) != 0 {
-        PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
-        Some((sig, INFO.lock()[(sig - 1) as usize]))
+        cpu().pending.fetch_and(!bit(sig), Ordering::AcqRel);
+        Some((sig, cpu().info.lock()[(sig - 1) as usize]))
     } else {
-        SHARED.fetch_and(!bit(sig), Ordering::AcqRel);
-        Some((sig, SHARED_INFO.lock()[(sig - 1) as usize]))
+        cpu().shared.fetch_and(!bit(sig), Ordering::AcqRel);
+        Some((sig, cpu().shared_info.lock()[(sig - 1) as usize]))
     }
 }
 
 /// Takes the lowest pending signal of `set` (the thread's own before the
 /// group's) and what it carries, blocked or not (`rt_sigtimedwait`).
 pub fn take_from(set: u64) -> Option<(u32, Info)> {
-    let own = PENDING.load(Ordering::Acquire) & set;
+    let own = cpu().pending.load(Ordering::Acquire) & set;
     if own != 0 {
         let sig = own.trailing_zeros() + 1;
-        PENDING.fetch_and(!bit(sig), Ordering::AcqRel);
-        return Some((sig, INFO.lock()[(sig - 1) as usize]));
+        cpu().pending.fetch_and(!bit(sig), Ordering::AcqRel);
+        return Some((sig, cpu().info.lock()[(sig - 1) as usize]));
     }
-    let shared = SHARED.load(Ordering::Acquire) & set;
+    let shared = cpu().shared.load(Ordering::Acquire) & set;
     if shared != 0 {
         let sig = shared.trailing_zeros() + 1;
-        SHARED.fetch_and(!bit(sig), Ordering::AcqRel);
-        return Some((sig, SHARED_INFO.lock()[(sig - 1) as usize]));
+        cpu().shared.fetch_and(!bit(sig), Ordering::AcqRel);
+        return Some((sig, cpu().shared_info.lock()[(sig - 1) as usize]));
     }
     None
 }
 
 /// The set the running thread waits for in `rt_sigtimedwait` (0: none).
 pub fn sigwait_set() -> u64 {
-    SIGWAIT.load(Ordering::Relaxed)
+    cpu().sigwait.load(Ordering::Relaxed)
 }
 
 /// Starts (`set`) or ends (0) the running thread's `rt_sigtimedwait`.
 pub fn set_sigwait_set(set: u64) {
-    SIGWAIT.store(set, Ordering::Relaxed);
+    cpu().sigwait.store(set, Ordering::Relaxed);
 }
 
 /// `siginfo_t` (128 bytes) for `sig` carrying `i`.
@@ -556,7 +592,7 @@ pub fn raise_sigpipe() {
 /// ends with 128 + `sig`.
 pub fn force_fault(sig: u32, info: Info) {
     let b = bit(sig);
-    if HANDLED.load(Ordering::Relaxed) & b == 0 || blocked() & b != 0 {
+    if cpu().handled.load(Ordering::Relaxed) & b == 0 || blocked() & b != 0 {
         log::info!(
             "program killed by signal {sig}: fault at address {:#x} (trap {}, error {:#x})",
             info.addr,
@@ -565,6 +601,6 @@ pub fn force_fault(sig: u32, info: Info) {
         );
         crate::task::exit_current(crate::task::Status::Killed(sig));
     }
-    INFO.lock()[(sig - 1) as usize] = info;
-    PENDING.fetch_or(b, Ordering::AcqRel);
+    cpu().info.lock()[(sig - 1) as usize] = info;
+    cpu().pending.fetch_or(b, Ordering::AcqRel);
 }

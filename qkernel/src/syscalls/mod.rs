@@ -428,7 +428,7 @@ pub static ENTRIES: &[Entry] = &[
         "own process; limits are recorded, not enforced",
     ),
     e(306, sys_sync::syncfs, Full, ""),
-    e(309, sys_info::getcpu, Full, "cpu 0, node 0"),
+    e(309, sys_info::getcpu, Full, "the running vCPU, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),
     e(

@@ -84,11 +84,13 @@ pub fn times(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok((time::uptime_ns() / tick) as usize)
 }
 
-/// `getcpu(cpu, node, cache)`: one vCPU, one node.
+/// `getcpu(cpu, node, cache)`: the vCPU the caller runs on, node 0.
 pub fn getcpu(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    for addr in [a[0], a[1]] {
+    // The vCPU this syscall runs on (node 0).
+    let cpu = crate::arch::percpu::this().id() as u32;
+    for (addr, v) in [(a[0], cpu), (a[1], 0u32)] {
         if addr != 0 {
-            uaccess::write(&mut p.mm, addr, &0u32)?;
+            uaccess::write(&mut p.mm, addr, &v)?;
         }
     }
     Ok(0)

@@ -66,13 +66,13 @@ pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             }
             // Per thread (`Process::name` is the running thread's); the
             // leader's is the process's `comm` too.
-            p.name = Some(n);
+            crate::process::thread().name = Some(n);
             if crate::task::current_pid() == crate::task::current_tgid() {
                 p.comm = n;
             }
         }
         PR_GET_NAME => {
-            let n = p.name.unwrap_or(p.comm);
+            let n = crate::process::thread().name.unwrap_or(p.comm);
             uaccess::copy_out(&mut p.mm, a[1], &n)?;
         }
         PR_GET_SECCOMP => return Ok(if crate::seccomp::active() { 2 } else { 0 }),

@@ -27,10 +27,11 @@ pub fn getegid(p: &mut Process, _a: &[u64; 6]) -> SysResult {
     Ok(p.ids[3] as usize)
 }
 
-/// `set_tid_address(tidptr)`.
-pub fn set_tid_address(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    p.clear_child_tid = a[0];
-    Ok(1)
+/// `set_tid_address(tidptr)`: returns the caller's tid, as Linux (musl
+/// takes its main thread's tid from it).
+pub fn set_tid_address(_p: &mut Process, a: &[u64; 6]) -> SysResult {
+    crate::process::thread().clear_child_tid = a[0];
+    Ok(crate::task::current_pid() as usize)
 }
 
 /// `rseq(...)`: not supported; `ENOSYS` tells glibc to run without it
@@ -40,11 +41,11 @@ pub fn rseq(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
 }
 
 /// `set_robust_list(head, len)`.
-pub fn set_robust_list(p: &mut Process, a: &[u64; 6]) -> SysResult {
+pub fn set_robust_list(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[1] != 24 {
         return Err(Errno::EINVAL);
     }
-    p.robust_list = a[0];
+    crate::process::thread().robust_list = a[0];
     Ok(0)
 }
 

@@ -98,7 +98,7 @@ const MINSIGSTKSZ: u64 = 2048;
 
 /// `sigaltstack(ss, old)`. `SS_AUTODISARM` is accepted and ignored.
 pub fn sigaltstack(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let (sp, flags, size) = p.signals.altstack;
+    let (sp, flags, size) = crate::process::thread().altstack;
     if a[1] != 0 {
         uaccess::write(&mut p.mm, a[1], &sp)?;
         uaccess::write(&mut p.mm, a[1] + 8, &flags)?;
@@ -113,12 +113,12 @@ pub fn sigaltstack(p: &mut Process, a: &[u64; 6]) -> SysResult {
             return Err(Errno::EINVAL);
         }
         if mode == SS_DISABLE {
-            p.signals.altstack = (0, SS_DISABLE, 0);
+            crate::process::thread().altstack = (0, SS_DISABLE, 0);
         } else {
             if size < MINSIGSTKSZ {
                 return Err(Errno::ENOMEM);
             }
-            p.signals.altstack = (sp, flags & SS_AUTODISARM, size);
+            crate::process::thread().altstack = (sp, flags & SS_AUTODISARM, size);
         }
     }
     Ok(0)

@@ -169,12 +169,6 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let mut child = Process {
         mm,
         signals: p.signals,
-        clear_child_tid: if a.flags & CLONE_CHILD_CLEARTID != 0 {
-            a.child_tid
-        } else {
-            0
-        },
-        robust_list: 0,
         files: p.files.clone(),
         cwd: p.cwd.clone(),
         umask: p.umask,
@@ -184,7 +178,21 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         comm: p.comm,
         ids: p.ids,
         shared_sig: crate::signal::GroupSig::new(),
-        name: p.name,
+    };
+    // The child's thread: the parent's alternate stack and name (as
+    // Linux's fork), no robust list.
+    let thread = {
+        let me = crate::process::thread();
+        crate::process::ThreadFields {
+            clear_child_tid: if a.flags & CLONE_CHILD_CLEARTID != 0 {
+                a.child_tid
+            } else {
+                0
+            },
+            robust_list: 0,
+            altstack: me.altstack,
+            name: me.name,
+        }
     };
     let mut fpu = Box::new(FpuState([0; 512]));
     fpu.save();
@@ -197,7 +205,6 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         Some(t) => (me, t.pgid, t.sid),
         None => (me, me, 1),
     };
-    let thread = child.thread_fields();
     let t = Task {
         pid,
         tgid: pid,
@@ -322,7 +329,7 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         gs_base: arch::gs_base(),
         fpu,
         proc: None,
-        thread: crate::process::ThreadFields::new_thread(clear, p.name),
+        thread: crate::process::ThreadFields::new_thread(clear, crate::process::thread().name),
         sig: SigState::inherit(),
         exit_signal: 0,
         vfork_parent: None,

@@ -214,7 +214,7 @@ const ROBUST_LIST_LIMIT: usize = 2048;
 /// as it exits: each gets `FUTEX_OWNER_DIED` and one waiter is woken (as
 /// Linux's `exit_robust_list`). A bad list simply ends the walk.
 pub fn release_robust(p: &mut crate::process::Process, tid: u32) {
-    let head = p.robust_list;
+    let head = crate::process::thread().robust_list;
     if head == 0 {
         return;
     }

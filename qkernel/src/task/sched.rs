@@ -5,7 +5,7 @@ use core::ptr::addr_of_mut;
 use spin::Mutex;
 
 use super::{KERNEL, Kernel, State, current_pid, set_current};
-use crate::arch::{self, switch};
+use crate::arch::{self, percpu, switch};
 use crate::errno::Errno;
 use crate::mm::addr_space::AddrSpace;
 use crate::process::{self, PROCESS};
@@ -171,9 +171,7 @@ pub fn switch(next: u32) {
             t.fs_base = arch::fs_base();
             t.gs_base = arch::gs_base();
             t.fpu.save();
-            if let Some(p) = pg.as_ref() {
-                t.thread = p.thread_fields();
-            }
+            t.thread = *percpu::this().thread.lock();
             addr_of_mut!(t.rsp)
         }
         None => {
@@ -214,9 +212,7 @@ pub fn switch(next: u32) {
     let Some(t) = k.tasks.get_mut(&next) else {
         return;
     };
-    if let Some(p) = pg.as_mut() {
-        p.set_thread_fields(&t.thread);
-    }
+    *percpu::this().thread.lock() = t.thread;
     drop(pg);
     t.state = State::Running;
     t.sig.restore();

@@ -176,7 +176,7 @@ pub fn exit_thread(code: u8) -> ! {
         match guard.as_mut() {
             Some(p) => {
                 super::futex::release_robust(p, me);
-                let a = p.clear_child_tid;
+                let a = crate::process::thread().clear_child_tid;
                 if a != 0 {
                     // As Linux, a bad address is ignored.
                     let _ = uaccess::write(&mut p.mm, a, &0u32);

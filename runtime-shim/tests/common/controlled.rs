@@ -20,10 +20,22 @@ impl Controlled {
     /// Starts `prog args` (empty environment, stdin `stdin`) and returns
     /// it with the first line it printed, once its socket is up.
     pub fn start(tag: &str, prog: &Path, args: &[&str], stdin: Stdio) -> (Controlled, String) {
+        Self::start_with(tag, &[], prog, args, stdin)
+    }
+
+    /// Like [`Controlled::start`], with extra `qrun do` options (e.g.
+    /// `--cpus 2`).
+    pub fn start_with(
+        tag: &str,
+        opts: &[&str],
+        prog: &Path,
+        args: &[&str],
+        stdin: Stdio,
+    ) -> (Controlled, String) {
         let dir = TempDir::new(tag);
         let socket = dir.join("ctl.sock");
         let state = dir.join("state");
-        let mut child = super::qrun_do_controlled(&socket, &state)
+        let mut child = super::qrun_do_controlled_with(&socket, &state, opts)
             .arg(prog)
             .args(args)
             .env_clear()

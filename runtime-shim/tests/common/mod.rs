@@ -408,11 +408,18 @@ pub fn wait_for_socket(socket: &Path) {
 /// `qrun do --memory 256M --control-socket SOCKET --state-dir STATE --`,
 /// ready for the program and its arguments.
 pub fn qrun_do_controlled(socket: &Path, state_dir: &Path) -> Command {
+    qrun_do_controlled_with(socket, state_dir, &[])
+}
+
+/// Like [`qrun_do_controlled`], with extra `qrun do` options (e.g.
+/// `--cpus 2`).
+pub fn qrun_do_controlled_with(socket: &Path, state_dir: &Path, opts: &[&str]) -> Command {
     let mut cmd = Command::new(qrun());
     cmd.args(["do", "--memory", "256M", "--control-socket"])
         .arg(socket)
         .arg("--state-dir")
         .arg(state_dir)
+        .args(opts)
         .arg("--");
     cmd
 }
