@@ -115,6 +115,8 @@ pub const ALL: &[&str] = &[
     "smp",
     // A pure user-mode loop: signals and control requests need a vCPU kick.
     "spin",
+    // A server whose other thread spins: hibernated from the kick (servers).
+    "spin_accept",
     "sysinfo",
     // Random syscalls with hostile arguments (security_fuzz.rs).
     "sysfuzz",

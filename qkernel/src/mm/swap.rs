@@ -544,11 +544,24 @@ pub fn hibernate(interrupted: bool) {
         ASLEEP.store(true, Ordering::Release);
     }
     log::debug!(
-        "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned",
+        "hibernated: {} pages swapped out ({} PTEs), {} pages to the REAP file, {} pinned; from {}",
         n.swapped,
         n.ptes,
         n.reap,
-        pins.len()
+        pins.len(),
+        match in_flight {
+            _ if interrupted => "the kick",
+            Some((Call::Poll, a)) =>
+                if a[1] == 0 {
+                    "a Poll of no fd"
+                } else {
+                    "a Poll"
+                },
+            Some((Call::Sleep, _)) => "a Sleep",
+            Some((Call::EpollWait, _)) => "an EpollWait",
+            Some(_) => "another blocking call",
+            None => "no call",
+        }
     );
     if interrupted {
         park();
@@ -582,8 +595,11 @@ pub fn after_call(call: Call) {
 /// (those are what wake it otherwise). One exit, only then.
 pub fn ensure_awake() {
     if asleep() {
-        log::debug!("running after a hibernation: waking the sandbox");
+        // The wake first: the log line's own host call comes back here,
+        // and while still asleep it would recurse until the stack ends
+        // (a triple fault with `--debug`).
         hostcall::call_once(Call::Wake, [0; 6]);
+        log::debug!("running after a hibernation: woke the sandbox");
     }
 }
 
@@ -600,18 +616,22 @@ pub fn take_hibernated() -> bool {
 }
 
 /// Waits in the host, using no CPU, until the sandbox is woken (wake,
-/// SIGCONT) or another control request arrives: any return from the wait
-/// wakes a hibernated sandbox (`Hibernation::on_guest_resume`). A request
-/// already posted returns at once (its eventfd wake-up was dropped at
-/// `HibernateBegin`), except a `PREEMPT` the slice watcher posted while
-/// the guest deflated: it never wakes the sandbox (it is served after the
-/// wake; returning for it woke a hibernated sandbox of four computing
-/// threads by itself in 3 of 42 hibernations, none in over 150 since).
+/// SIGCONT), another control request arrives, or an fd a task is parked on
+/// is ready, or a listening socket (a connection to a server whose thread
+/// was computing when the hibernation interrupted it): any return from
+/// the wait wakes a hibernated sandbox (`Hibernation::on_guest_resume`),
+/// and the interrupted task goes on. No deadline: timers do not wake it.
+/// A request already posted returns at once (its eventfd wake-up was
+/// dropped at `HibernateBegin`), except a `PREEMPT` the slice watcher
+/// posted while the guest deflated: it never wakes the sandbox (it is
+/// served after the wake; returning for it woke a hibernated sandbox of
+/// four computing threads by itself in 3 of 42 hibernations, none in over
+/// 150 since).
 fn park() {
     if crate::control::pending_but_preempt() {
         return;
     }
-    hostcall::call_once(Call::Sleep, [u64::MAX, 0, 0, 0, 0, 0]);
+    crate::task::park::wait_hibernated();
 }
 
 /// Resolves a fault on the swapped page `page` of `vma`: reads it and the

@@ -151,7 +151,9 @@ pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// `listen(fd, backlog)`.
 pub fn listen(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (_, fd) = sock(p, a[0])?;
-    host::fd_op(fdop::LISTEN, fd, a[1], 0, 0, 0)
+    let r = host::fd_op(fdop::LISTEN, fd, a[1], 0, 0, 0)?;
+    crate::task::park::listening(fd);
+    Ok(r)
 }
 
 /// `shutdown(fd, how)`.

@@ -78,6 +78,8 @@ static DEFERRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// fd). A write on one wakes the tasks parked to read the other without a
 /// host poll.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+/// Listening sockets' host fds ([`listening`]).
+static LISTENING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// Whether a call that would block should park rather than block the
 /// vCPU: another task exists that could run meanwhile.
@@ -314,6 +316,32 @@ pub fn add_peers(a: i32, b: i32) {
 /// come back for something else).
 pub fn fd_closed(fd: i32) {
     PEERS.lock().retain(|&(x, y)| x != fd && y != fd);
+    LISTENING.lock().retain(|&x| x != fd);
+}
+
+/// Host fd `fd` is a listening socket (`listen` succeeded): a hibernated
+/// sandbox waits on it too, so that a connection wakes it even when no
+/// task waits on it then (the program was computing, or waiting on
+/// something else).
+pub fn listening(fd: i32) {
+    let mut l = LISTENING.lock();
+    if !l.contains(&fd) {
+        l.push(fd);
+    }
+}
+
+/// Adds the listening sockets not in `fds` (owned by no task).
+fn add_listening(fds: &mut Vec<PollFd>, owners: &mut Vec<u32>) {
+    for &fd in LISTENING.lock().iter() {
+        if !fds.iter().any(|p| p.fd == fd) {
+            fds.push(PollFd {
+                fd,
+                events: POLLIN,
+                revents: 0,
+            });
+            owners.push(0);
+        }
+    }
 }
 
 /// Bytes were written to host fd `fd`: the tasks parked to read its peer
@@ -353,8 +381,13 @@ fn hibernated() -> bool {
 /// on. Called with no lock held when nothing is runnable. `futex_deadline`
 /// is the nearest timed futex wait's (`NEVER`: none).
 pub fn idle_poll(futex_deadline: u64) {
-    let (mut fds, owners) = parked_fds();
+    let (mut fds, mut owners) = parked_fds();
     let mut deadline = if hibernated() || crate::mm::swap::asleep() {
+        add_listening(&mut fds, &mut owners);
+        log::debug!(
+            "hibernated: waiting on {:?} with no deadline",
+            fds.iter().map(|p| (p.fd, p.events)).collect::<Vec<_>>()
+        );
         NEVER
     } else {
         timers::next_deadline().min(futex_deadline)
@@ -389,6 +422,30 @@ pub fn idle_poll(futex_deadline: u64) {
     timers::run_expired();
 }
 
+/// Waits in the host with one `Poll` over every parked fd and no
+/// deadline, then wakes the tasks whose fds are ready: the wait of a
+/// sandbox hibernated from the kick interrupt (`mm::swap`), so that what
+/// the parked tasks wait on wakes it. A control request (a wake, SIGCONT)
+/// ends the wait too; it is served by the caller. No lock is held (the
+/// kick interrupts user mode only).
+pub fn wait_hibernated() {
+    let (mut fds, mut owners) = parked_fds();
+    add_listening(&mut fds, &mut owners);
+    log::debug!(
+        "hibernated from the kick: waiting on {:?}",
+        fds.iter().map(|p| (p.fd, p.events)).collect::<Vec<_>>()
+    );
+    if fds.is_empty() {
+        hostcall::call_once(Call::Sleep, [NEVER, 0, 0, 0, 0, 0]);
+        return;
+    }
+    let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
+    let rc = hostcall::call_once(Call::Poll, [gpa, fds.len() as u64, NEVER, 0, 0, 0]);
+    if rc != RET_RESTART && rc != 0 {
+        wake_ready(&fds, &owners, rc);
+    }
+}
+
 /// Every parked fd as a `PollFd`, and the task parked on each.
 fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     let mut fds: Vec<PollFd> = Vec::new();
@@ -413,7 +470,8 @@ fn wake_ready(fds: &[PollFd], owners: &[u32], rc: i64) {
         // Every task wakes on an error: its retry reports the real one.
         // SAFETY: the VMM wrote `revents` in place.
         let revents = unsafe { core::ptr::read_volatile(&fds[i]) }.revents;
-        if rc < 0 || revents != 0 {
+        // pid 0: a listening socket no task waits on (`add_listening`).
+        if pid != 0 && (rc < 0 || revents != 0) {
             ready.push(pid);
         }
     }
@@ -433,10 +491,22 @@ pub fn poll_now() {
     let (mut fds, owners) = parked_fds();
     if !fds.is_empty() {
         let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
-        // `call` serves a control request that cut it short, and a
-        // deadline of 0 never waits.
-        let rc = hostcall::call(Call::Poll, [gpa, fds.len() as u64, 0, 0, 0, 0]);
-        if rc != RET_RESTART {
+        let args = [gpa, fds.len() as u64, 0, 0, 0, 0];
+        // A deadline of 0 never waits.
+        let rc = hostcall::call_once(Call::Poll, args);
+        if rc == RET_RESTART {
+            // A control request cut it short: served here, and if it
+            // hibernated the sandbox, the sandbox waits as after a
+            // hibernation from the kick (the preempted task computes: a
+            // connection to a listening socket must wake it), not in
+            // this `Poll` reissued without its deadline.
+            crate::mm::swap::set_in_flight(Some((Call::Poll, args)));
+            crate::control::serve_pending();
+            crate::mm::swap::set_in_flight(None);
+            if hibernated() {
+                wait_hibernated();
+            }
+        } else {
             wake_ready(&fds, &owners, rc);
         }
     }

@@ -99,7 +99,7 @@ impl Server {
     }
 
     /// Kills the process group and says how it ended, with its stderr.
-    fn kill(&mut self) -> String {
+    pub fn kill(&mut self) -> String {
         kill_group(self.child.id());
         let status = self.child.wait();
         let err = self.stderr.take().map(|h| h.join().unwrap_or_default());

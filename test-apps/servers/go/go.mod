@@ -1,0 +1,3 @@
+module counter_http
+
+go 1.21
