@@ -40,5 +40,6 @@ fi
 # components and targets on first use; make it happen now.
 rustup show active-toolchain >/dev/null
 rustup target add x86_64-unknown-none x86_64-unknown-linux-musl >/dev/null 2>&1 || true
-# crictl and critest (cached after the first build; no-op then).
-scripts/cri-tools.sh >/dev/null
+# crictl and critest (cached after the first build; no-op then). They
+# need go 1.22 or newer; without them only cri.rs and oci-validate fail.
+scripts/cri-tools.sh >/dev/null || echo "deps: crictl/critest not built (see above)" >&2
