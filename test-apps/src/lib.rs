@@ -83,6 +83,8 @@ pub const ALL: &[&str] = &[
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "pipes",
+    // A pod sandbox's pause container (cri.rs): pause() until SIGTERM.
+    "pause",
     "procfs",
     // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
     "procpid",
