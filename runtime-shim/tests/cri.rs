@@ -5,7 +5,7 @@
 //! own, `stop` of a container that handles SIGTERM, of one without a
 //! handler in the pod's pid namespace (SIGTERM ends it) and of one that is
 //! the init of its own pid namespace (SIGKILL at the timeout), `rm`,
-//! `stopp`, `rmp`. The same steps run
+//! `stopp`, `rmp`; the pod's hostname inside a container. The same steps run
 //! under `runc` (the reference) and `qrun` at once, on the same image, and
 //! must give the same outputs, states and exit codes.
 //!
@@ -26,6 +26,7 @@ struct Seen {
     exec_out: String,
     exec_status: Option<i32>,
     exec_missing_fails: bool,
+    hostname: String,
     logs_out: String,
     logs_err: String,
     quitter_exit: i64,
@@ -58,6 +59,12 @@ fn crictl_runs_a_pod_under_qrun_as_under_runc() {
     assert_eq!(qrun.exec_out, "from exec\n");
     assert_ne!(qrun.exec_status, Some(0), "crictl exec of `exit 3`");
     assert!(qrun.exec_missing_fails, "crictl exec of a missing program");
+    let host = host_hostname();
+    assert_eq!(
+        qrun.hostname,
+        format!("{host}\n"),
+        "the pod's hostname is the host's"
+    );
     assert_eq!(
         (qrun.logs_out.as_str(), qrun.logs_err.as_str()),
         ("started\n", "to-stderr\n")
@@ -138,6 +145,9 @@ fn pod_life(c: &Containerd, handler: &str) -> Seen {
     let exec = c.crictl(&["exec", &main, "/bin/sh", "-c", "exit 3"]);
     let exec_status = exec.status.code();
     let exec_missing_fails = !c.crictl(&["exec", &main, "/nope"]).status.success();
+    // The pod's hostname: a host-network pod shares the host's UTS
+    // namespace (and the CRI sets no hostname), so the host's.
+    let hostname = c.ok(&["exec", &main, "hostname"]);
     let logs = c.crictl(&["logs", &main]);
     let (logs_out, logs_err) = (
         String::from_utf8_lossy(&logs.stdout).into_owned(),
@@ -214,6 +224,7 @@ fn pod_life(c: &Containerd, handler: &str) -> Seen {
         exec_out,
         exec_status,
         exec_missing_fails,
+        hostname,
         logs_out,
         logs_err,
         quitter_exit,
@@ -223,6 +234,14 @@ fn pod_life(c: &Containerd, handler: &str) -> Seen {
         plain_exit,
         stubborn_exit,
     }
+}
+
+/// The host's hostname (`/proc/sys/kernel/hostname`).
+fn host_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the hostname")
+        .trim()
+        .to_owned()
 }
 
 /// A container's `status.exitCode` (-1 when there is none).

@@ -205,8 +205,19 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.cpus = plan.resources.vcpus();
     config.env = plan.env.clone();
     config.cwd = plan.cwd.clone();
-    if let Some(h) = &plan.hostname {
-        config.hostname = h.clone();
+    match &plan.hostname {
+        Some(h) => config.hostname = h.clone(),
+        // As under runc, a container without `hostname` has its UTS
+        // namespace's name: a joined one's (the CRI's containers join their
+        // pod's, which has the pod's hostname) or the one it copied.
+        None => {
+            if let Some(h) = nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+            {
+                config.hostname = h;
+            }
+        }
     }
     config.control_socket = Some(state.join("ctl.sock"));
     config.state_dir = Some(state.to_owned());

@@ -255,7 +255,9 @@ fn image_archive(dir: &Path) -> PathBuf {
         std::fs::create_dir_all(root.join(d)).expect("mkdir");
     }
     std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy busybox");
-    for applet in ["sh", "sleep", "echo", "cat", "true", "id", "ls", "ps"] {
+    for applet in [
+        "sh", "sleep", "echo", "cat", "true", "id", "ls", "ps", "hostname",
+    ] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("symlink");
     }
     std::fs::copy(test_apps::path("pause"), root.join("pause")).expect("copy pause");
