@@ -203,6 +203,12 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
         hooks: crate::hooks::from_spec(spec)?,
+        masked_paths: linux
+            .and_then(|l| l.masked_paths().clone())
+            .unwrap_or_default(),
+        readonly_paths: linux
+            .and_then(|l| l.readonly_paths().clone())
+            .unwrap_or_default(),
     })
 }
 
