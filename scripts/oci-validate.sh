@@ -9,7 +9,7 @@
 #
 # Env: ONLY=critest or ONLY=runtime-tools runs one suite; CRITEST_ARGS adds
 # critest/ginkgo options (e.g. --ginkgo.focus=...); CRITEST_TIMEOUT
-# (seconds per handler, default 2400).
+# (seconds per handler, default 2400); HANDLERS="qrun" runs one handler.
 #
 # No registry is reachable here: scripts/cri-registry.py builds critest's
 # images (busybox-static based, same for both handlers) and serves them as
@@ -48,7 +48,7 @@ run_critest() {
     [ -x "$pause" ] || die "no pause test program: cargo build --release --workspace"
 
     local C=$WORK/containerd
-    rm -rf "$C" "$WORK/registry"
+    rm -rf "$C" "$WORK/registry" "$WORK"/critest-*
     mkdir -p "$C/cni" "$WORK"
     python3 scripts/cri-registry.py build "$WORK/registry" "$pause" || die "building the images failed"
     local port
@@ -107,7 +107,7 @@ EOF
     "$tools/crictl" --runtime-endpoint "$ep" version >/dev/null 2>&1 || die "containerd did not come up ($C/containerd.log)"
 
     local h
-    for h in runc qrun; do
+    for h in ${HANDLERS:-runc qrun}; do
         echo "== critest with the $h handler (log: $WORK/critest-$h.log)"
         (cd "$WORK" && timeout "${CRITEST_TIMEOUT:-2400}" "$tools/critest" \
             --runtime-endpoint "$ep" --image-endpoint "$ep" --runtime-handler "$h" \
@@ -117,19 +117,16 @@ EOF
         # What a timed-out run left behind.
         "$tools/crictl" --runtime-endpoint "$ep" rmp --all --force >/dev/null 2>&1
     done
-    local r q
-    r=$(critest_counts "$WORK/critest-runc.log")
-    q=$(critest_counts "$WORK/critest-qrun.log")
     {
         echo "critest $(date -u +%F) cri-tools $("$tools/crictl" --version | awk '{print $3}'), containerd $(containerd --version | awk '{print $3}')"
-        set -- $r
-        echo "runc: $1 of $2 specs passed"
-        set -- $q
-        echo "qrun: $1 of $2 specs passed"
-        echo "failed under runc:"
-        sed 's/^/  /' "$WORK/critest-runc.failed"
-        echo "failed under qrun:"
-        sed 's/^/  /' "$WORK/critest-qrun.failed"
+        for h in ${HANDLERS:-runc qrun}; do
+            set -- $(critest_counts "$WORK/critest-$h.log")
+            echo "$h: $1 of $2 specs passed"
+        done
+        for h in ${HANDLERS:-runc qrun}; do
+            echo "failed under $h:"
+            sed 's/^/  /' "$WORK/critest-$h.failed"
+        done
     } | tee "$WORK/critest-summary.txt"
 }
 
