@@ -44,7 +44,7 @@ functionbench-quick: build
 # same locally built images), then the OCI runtime-tools suite, each against
 # qrun and runc; prints both pass counts (target/oci-validate/,
 # target/runtime-tools/). Slow; needs the Go module proxy the first time.
-# ONLY=critest or ONLY=runtime-tools runs one. Not part of `make test`.
+# SUITE=critest or SUITE=runtime-tools runs one. Not part of `make test`.
 oci-validate: build
 	@scripts/oci-validate.sh target/release/qrun
 

@@ -7,7 +7,8 @@
 #
 #   scripts/oci-validate.sh [QRUN_BINARY]     (make oci-validate)
 #
-# Env: ONLY=critest or ONLY=runtime-tools runs one suite; CRITEST_ARGS adds
+# Env: SUITE=critest or SUITE=runtime-tools runs one suite (ONLY is
+# runtime-tools.sh's: a list of its programs); CRITEST_ARGS adds
 # critest/ginkgo options (e.g. --ginkgo.focus=...); CRITEST_TIMEOUT
 # (seconds per handler, default 2400); HANDLERS="qrun" runs one handler.
 #
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 QRUN=$(realpath "${1:-target/release/qrun}")
 WORK=$ROOT/target/oci-validate
-ONLY=${ONLY:-}
+SUITE=${SUITE:-}
 die() {
     echo "oci-validate: $*" >&2
     exit 1
@@ -138,10 +139,10 @@ cleanup() {
 trap cleanup EXIT
 
 status=0
-if [ "$ONLY" != runtime-tools ]; then
+if [ "$SUITE" != runtime-tools ]; then
     run_critest || status=1
 fi
-if [ "$ONLY" != critest ]; then
+if [ "$SUITE" != critest ]; then
     scripts/runtime-tools.sh "$QRUN" || status=1
 fi
 exit $status
