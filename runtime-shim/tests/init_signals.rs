@@ -89,7 +89,11 @@ impl Running {
     /// As [`Running::start`], whatever the program's pid.
     fn start_any_pid(rt: Rt, bundle: &Path, mode: &str) -> Running {
         let root = TempDir::new("init-sig-root");
-        let id = format!("init-{mode}-{}", std::process::id());
+        // Unique per container: tests run at once, and an id names
+        // host-wide things (the cgroup).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("init-{mode}-{}-{n}", std::process::id());
         let mut cmd = rt.cmd(&root.0);
         cmd.args(["run", "--bundle"]).arg(bundle).arg(&id);
         let mut server = Server::spawn(cmd);
