@@ -29,7 +29,7 @@ mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-pub use attrs::{DEFAULT_CAPS, container_root};
+pub use attrs::{CAP_LAST_CAP, DEFAULT_CAPS, container_root};
 pub use sys_proc::rlimit;
 
 use qlib::syscall_names;
