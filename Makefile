@@ -40,10 +40,13 @@ functionbench: build
 functionbench-quick: build
 	$(CARGO) run --release -p bench -- functionbench --quick $(FUNCTIONBENCH_ARGS)
 
-# The OCI runtime-tools validation suite against qrun and runc (slow; needs
-# the Go module proxy). Not part of `make test`.
+# Kubernetes' critest through containerd's CRI (qrun and runc handlers, the
+# same locally built images), then the OCI runtime-tools suite, each against
+# qrun and runc; prints both pass counts (target/oci-validate/,
+# target/runtime-tools/). Slow; needs the Go module proxy the first time.
+# SUITE=critest or SUITE=runtime-tools runs one. Not part of `make test`.
 oci-validate: build
-	@scripts/runtime-tools.sh target/release/qrun
+	@scripts/oci-validate.sh target/release/qrun
 
 # CPython's regression suite (issue 18), one module at a time, natively and
 # in a `qrun do` sandbox; installs libpython3.11-testsuite if missing and

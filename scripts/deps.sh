@@ -5,8 +5,11 @@
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
 # bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
 # demo edits config.json with it), nodejs and go (runtimes.rs), make
-# (processes.rs builds a C project in the sandbox), and the Rust
-# toolchain and targets pinned by rust-toolchain.toml.
+# (processes.rs builds a C project in the sandbox), the CNI plugins
+# (critest's pod networks), the Rust toolchain and targets pinned by
+# rust-toolchain.toml, and cri-tools' crictl and critest (cri.rs, make
+# oci-validate; built once from their Go module into ~/.cache/qrun-cri,
+# a few minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +28,7 @@ command -v python3 >/dev/null || need+=(python3)
 command -v node >/dev/null || need+=(nodejs)
 command -v go >/dev/null || need+=(golang-go)
 command -v make >/dev/null || need+=(make)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 if [ ${#need[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -36,3 +40,6 @@ fi
 # components and targets on first use; make it happen now.
 rustup show active-toolchain >/dev/null
 rustup target add x86_64-unknown-none x86_64-unknown-linux-musl >/dev/null 2>&1 || true
+# crictl and critest (cached after the first build; no-op then). They
+# need go 1.22 or newer; without them only cri.rs and oci-validate fail.
+scripts/cri-tools.sh >/dev/null || echo "deps: crictl/critest not built (see above)" >&2

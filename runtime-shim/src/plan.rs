@@ -41,6 +41,13 @@ pub struct Plan {
     /// The config's hooks (`crate::hooks`).
     #[serde(default)]
     pub hooks: crate::hooks::Hooks,
+    /// `linux.maskedPaths`: hidden from the program (a file reads as
+    /// /dev/null, a directory as an empty read-only tmpfs).
+    #[serde(default)]
+    pub masked_paths: Vec<String>,
+    /// `linux.readonlyPaths`: made read-only.
+    #[serde(default)]
+    pub readonly_paths: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -75,22 +75,35 @@ struct Running {
     root: TempDir,
     id: String,
     server: Server,
+    /// The pid the program printed.
+    pid: String,
 }
 
 impl Running {
     fn start(rt: Rt, bundle: &Path, mode: &str) -> Running {
+        let c = Self::start_any_pid(rt, bundle, mode);
+        assert_eq!(c.pid, "1", "{rt:?}: the program is pid 1");
+        c
+    }
+
+    /// As [`Running::start`], whatever the program's pid.
+    fn start_any_pid(rt: Rt, bundle: &Path, mode: &str) -> Running {
         let root = TempDir::new("init-sig-root");
-        let id = format!("init-{mode}-{}", std::process::id());
+        // Unique per container: tests run at once, and an id names
+        // host-wide things (the cgroup).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("init-{mode}-{}-{n}", std::process::id());
         let mut cmd = rt.cmd(&root.0);
         cmd.args(["run", "--bundle"]).arg(bundle).arg(&id);
         let mut server = Server::spawn(cmd);
         let pid = server.wait_line("ready pid ", Duration::from_secs(15));
-        assert_eq!(pid, "1", "{rt:?}: the program is pid 1");
         Running {
             rt,
             root,
             id,
             server,
+            pid,
         }
     }
 
@@ -139,6 +152,38 @@ fn sigterm_without_a_handler_leaves_pid_1_running() {
         );
         c.kill("KILL");
         assert_eq!(c.exit(), 137, "{rt:?}: SIGKILL from the runtime is forced");
+    }
+}
+
+/// A program that joins a pid namespace (a path in the spec, as the CRI
+/// gives every container of a pod: the pause container's namespace) is
+/// not its init: SIGTERM with no handler ends it (143), so `crictl stop`
+/// does not wait for its timeout. (qrun gave it init semantics, and the
+/// stop took the whole timeout and a SIGKILL.)
+#[test]
+fn a_program_in_a_joined_pid_namespace_dies_of_sigterm() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("init-sig-joined");
+    let prog = test_apps::path("init_sig");
+    let ns = format!("/proc/{}/ns/pid", std::process::id());
+    bundle(&b.0, &[("/init_sig", &prog)], &["/init_sig", "wait"], |c| {
+        let list = c["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        for n in list.iter_mut() {
+            if n["type"] == "pid" {
+                n["path"] = ns.clone().into();
+            }
+        }
+    });
+    for rt in BOTH {
+        let mut c = Running::start_any_pid(rt, &b.0, "wait");
+        c.kill("TERM");
+        assert_eq!(
+            c.exit(),
+            143,
+            "{rt:?}: SIGTERM ends a program that is not init"
+        );
     }
 }
 

@@ -309,10 +309,12 @@ fn busybox_system_tools() {
             "sysctl",
             "kernel.hostname",
             "kernel.ostype",
-            "vm.overcommit_memory"
+            "vm.overcommit_memory",
+            "kernel.cap_last_cap"
         ]),
         format!(
-            "kernel.hostname = {}\nkernel.ostype = Linux\nvm.overcommit_memory = 0\n",
+            "kernel.hostname = {}\nkernel.ostype = Linux\nvm.overcommit_memory = 0\n\
+             kernel.cap_last_cap = 40\n",
             host.trim()
         )
     );

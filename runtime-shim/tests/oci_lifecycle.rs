@@ -434,3 +434,77 @@ fn a_bind_at_dev_termination_log_reaches_the_host() {
     assert_eq!(out.status, 0, "{out:?}");
     assert_eq!(std::fs::read_to_string(&log).expect("reading"), "done\n");
 }
+
+/// The hostname without a UTS namespace of the container's own, as runc:
+/// a `hostname` is refused ("unable to set hostname without a private UTS
+/// namespace"), and with none the program sees its namespace's, here the
+/// host's (a CRI host-network pod's containers; qrun's guest said "qrun").
+#[test]
+fn hostname_without_a_uts_namespace_is_the_hosts() {
+    if !require_kvm() {
+        return;
+    }
+    let busybox = std::path::Path::new("/bin/busybox");
+    let no_uts = |c: &mut Value| {
+        let list = c["linux"]["namespaces"].as_array_mut().expect("namespaces");
+        list.retain(|n| n["type"] != "uts");
+    };
+    let b = TempDir::new("b");
+    common::bundle::bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &["/bin/busybox", "hostname"],
+        |c| {
+            no_uts(c);
+            c.as_object_mut().expect("object").remove("hostname");
+        },
+    );
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let bs = b.str();
+    for (rt, out) in [
+        (
+            "runc",
+            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "h1"]),
+        ),
+        (
+            "qrun",
+            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "h1"]),
+        ),
+    ] {
+        assert_eq!(out.status, 0, "{rt}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            host,
+            "{rt}: the host's hostname"
+        );
+    }
+
+    let b = TempDir::new("b");
+    common::bundle::bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &["/bin/busybox", "hostname"],
+        |c| {
+            no_uts(c);
+            c["hostname"] = "box2".into();
+        },
+    );
+    let bs = b.str();
+    for (rt, out) in [
+        (
+            "runc",
+            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "h2"]),
+        ),
+        (
+            "qrun",
+            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "h2"]),
+        ),
+    ] {
+        assert_ne!(out.status, 0, "{rt}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("unable to set hostname without a private UTS namespace"),
+            "{rt}: {out:?}"
+        );
+    }
+}

@@ -110,3 +110,34 @@ fn a_seccomp_agent_is_refused_with_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("listenerPath"), "{err}");
 }
+
+/// `/proc/self/status` says a filter is on (mode 2, one filter) as under
+/// runc, and off without a profile: critest checks `Seccomp:` for the
+/// CRI's RuntimeDefault profile (qrun's guest always said 0).
+#[test]
+fn proc_status_shows_the_filter_as_under_runc() {
+    if !require_kvm() {
+        return;
+    }
+    let busybox = std::path::Path::new("/bin/busybox");
+    for with in [true, false] {
+        let b = TempDir::new("seccomp-status");
+        let args = ["/bin/busybox", "grep", "^Seccomp", "/proc/self/status"];
+        bundle(&b.0, &[("/bin/busybox", busybox)], &args, |c| {
+            if with {
+                c["linux"]["seccomp"] = profile();
+            }
+        });
+        let id = format!("seccomp-status-{with}-{}", std::process::id());
+        let runc = under_runc(&b, &id);
+        let root = TempDir::new("seccomp-root");
+        let qrun = qrun_at(&root.0, &["run", "--bundle", &b.0.to_string_lossy(), &id]);
+        assert_same("grep ^Seccomp /proc/self/status", &runc, &qrun);
+        let want = if with {
+            "Seccomp:\t2\nSeccomp_filters:\t1\n"
+        } else {
+            "Seccomp:\t0\nSeccomp_filters:\t0\n"
+        };
+        assert_eq!(String::from_utf8_lossy(&qrun.stdout), want);
+    }
+}

@@ -30,6 +30,8 @@ pub const ALL: &[&str] = &[
     "bench_procs",
     "bench_threads",
     "bench_syscall",
+    // capget: the version probe and the caller's sets (linux_surface.rs).
+    "caps",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.
@@ -89,6 +91,8 @@ pub const ALL: &[&str] = &[
     "netops",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "pipes",
+    // A pod sandbox's pause container (cri.rs): pause() until SIGTERM.
+    "pause",
     // Preempted threads keep XMM registers, FS base and the red zone (timeslice).
     "preempt_state",
     "procfs",

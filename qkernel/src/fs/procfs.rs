@@ -47,6 +47,7 @@ pub const SYS_TREE: &[&str] = &[
     "sys/fs/",
     "sys/fs/pipe-max-size",
     "sys/kernel/",
+    "sys/kernel/cap_last_cap",
     "sys/kernel/hostname",
     "sys/kernel/osrelease",
     "sys/kernel/ostype",
@@ -94,6 +95,10 @@ pub fn text(which: &str) -> String {
             let h = crate::boot_slice(crate::boot_info().hostname);
             let h = &h[..h.len().min(64)];
             format!("{}\n", String::from_utf8_lossy(h))
+        }
+        // Go's runtimetest (runtime-tools) and libcap read it first.
+        "sys/kernel/cap_last_cap" => {
+            format!("{}\n", crate::syscalls::CAP_LAST_CAP)
         }
         "sys/kernel/osrelease" => format!("{OSRELEASE}\n"),
         "sys/kernel/ostype" => "Linux\n".into(),

@@ -356,7 +356,7 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
         "Threads:\t1\nSigQ:\t0/{}\nSigPnd:\t{:016x}\nShdPnd:\t{:016x}\nSigBlk:\t{:016x}\n\
          SigIgn:\t{:016x}\nSigCgt:\t{:016x}\nCapInh:\t0000000000000000\nCapPrm:\t{caps:016x}\n\
          CapEff:\t{caps:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t0000000000000000\nNoNewPrivs:\t0\n\
-         Seccomp:\t0\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n\
+         Seccomp:\t{seccomp}\nSeccomp_filters:\t{filters}\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n\
          voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
         task::MAX_TASKS,
         t.sig.pending,
@@ -364,6 +364,10 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
         t.sig.blocked,
         f.ignored,
         f.caught,
+        // Mode 2 (filter) and one filter while the container's profile is
+        // installed, as Linux shows it under runc.
+        seccomp = if crate::seccomp::active() { 2 } else { 0 },
+        filters = u8::from(crate::seccomp::active()),
     );
     s
 }

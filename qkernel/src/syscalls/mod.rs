@@ -6,6 +6,7 @@ mod attrs;
 pub mod cputime;
 pub mod epoll_guest;
 mod rw;
+mod sys_caps;
 pub mod sys_exec;
 mod sys_file;
 mod sys_futex;
@@ -29,7 +30,7 @@ mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-pub use attrs::{DEFAULT_CAPS, container_root};
+pub use attrs::{CAP_LAST_CAP, DEFAULT_CAPS, container_root};
 pub use sys_proc::rlimit;
 
 use qlib::syscall_names;
@@ -281,6 +282,12 @@ pub static ENTRIES: &[Entry] = &[
     e(120, sys_ids::getresgid, Full, ""),
     e(121, sys_task::getpgid, Full, ""),
     e(124, sys_task::getsid, Full, ""),
+    e(
+        125,
+        sys_caps::capget,
+        Partial,
+        "the caller's own process only",
+    ),
     e(127, sys_signal::rt_sigpending, Full, ""),
     e(128, sys_kill::rt_sigtimedwait, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),

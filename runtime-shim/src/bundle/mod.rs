@@ -157,6 +157,14 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
     let program = resolve::program(&rootfs, &argv[0], &env, &cwd)
         .ok_or_else(|| BundleError::Program(argv[0].clone()))?;
     let user = process.user();
+    let namespaces = namespaces(spec)?;
+    // runc's rule: a hostname needs a UTS namespace (made or joined), or
+    // it would be the host's that changes.
+    if hostname.is_some() && !namespaces.iter().any(|n| n.kind == NsKind::Uts) {
+        return Err(BundleError::Invalid(
+            "unable to set hostname without a private UTS namespace".into(),
+        ));
+    }
     let linux = spec.linux().as_ref();
     let resources = linux.and_then(|l| l.resources().as_ref());
     let memory_limit = resources
@@ -177,7 +185,7 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         gid: user.gid(),
         additional_gids: user.additional_gids().clone().unwrap_or_default(),
         terminal: process.terminal().unwrap_or(false),
-        namespaces: namespaces(spec)?,
+        namespaces,
         mounts: mounts::plan(spec, bundle)?,
         resources: cgroup_resources(spec),
         cgroups_path: linux
@@ -195,6 +203,12 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
         hooks: crate::hooks::from_spec(spec)?,
+        masked_paths: linux
+            .and_then(|l| l.masked_paths().clone())
+            .unwrap_or_default(),
+        readonly_paths: linux
+            .and_then(|l| l.readonly_paths().clone())
+            .unwrap_or_default(),
     })
 }
 

@@ -125,7 +125,7 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
     let socket = c.ctl_path().map_err(|e| e.to_string())?;
     c.wait_for_ctl(&socket.0);
     let arg0 = spec.args.first().cloned().unwrap_or_default();
-    let client = match qvisor::exec::start(&socket.0, &spec, stdio) {
+    let client = match start_when_listening(&c, &socket.0, &spec, stdio) {
         Ok((client, _pid)) => client,
         Err(ExecError::Refused {
             message,
@@ -158,6 +158,32 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
 }
 
 /// runc's wording for a process the guest could not start.
+/// `qvisor::exec::start`, retried for up to two seconds while the sandbox
+/// process lives when the socket is missing or refuses: right after
+/// `start` the VMM may still be binding it (critest execs within a
+/// millisecond of the start).
+fn start_when_listening(
+    c: &Container,
+    socket: &std::path::Path,
+    spec: &ExecSpec,
+    stdio: [std::os::fd::BorrowedFd<'_>; 3],
+) -> Result<(ExecClient, u32), ExecError> {
+    use std::io::ErrorKind::{ConnectionRefused, NotFound};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match qvisor::exec::start(socket, spec, stdio) {
+            Err(ExecError::Io(_, e))
+                if matches!(e.kind(), NotFound | ConnectionRefused)
+                    && std::time::Instant::now() < deadline
+                    && c.alive() =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            r => return r,
+        }
+    }
+}
+
 fn refusal(cwd: &str, arg0: &str, message: &str, errno: i32, cwd_failed: bool) -> String {
     let what = if cwd_failed {
         format!(

@@ -205,8 +205,19 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.cpus = plan.resources.vcpus();
     config.env = plan.env.clone();
     config.cwd = plan.cwd.clone();
-    if let Some(h) = &plan.hostname {
-        config.hostname = h.clone();
+    match &plan.hostname {
+        Some(h) => config.hostname = h.clone(),
+        // As under runc, a container without `hostname` has its UTS
+        // namespace's name: a joined one's (the CRI's containers join their
+        // pod's, which has the pod's hostname) or the one it copied.
+        None => {
+            if let Some(h) = nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+            {
+                config.hostname = h;
+            }
+        }
     }
     config.control_socket = Some(state.join("ctl.sock"));
     config.state_dir = Some(state.to_owned());
@@ -216,8 +227,11 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     // In a network namespace of its own (made or joined) the abstract
     // AF_UNIX names are the container's; in the host's they are tagged.
     config.private_abstract = !plan.has_namespace(NsKind::Network);
-    // The program is the container's pid 1, as under runc.
-    config.init = true;
+    // The program is the init of a pid namespace it makes, as under runc.
+    // One that joins a namespace (the CRI's containers join the pause
+    // container's) or stays in the host's is an ordinary process there:
+    // no init semantics, so SIGTERM without a handler ends it.
+    config.init = plan.new_namespace(NsKind::Pid);
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {

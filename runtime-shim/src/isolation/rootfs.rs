@@ -91,6 +91,7 @@ pub fn pivot(
         guest_mount(&rootfs, m)?;
     }
     hooks(&rootfs)?;
+    restrict_paths(&rootfs, plan)?;
     if plan.readonly_root {
         remount_ro(&rootfs, MsFlags::MS_REC)?;
     }
@@ -145,6 +146,42 @@ fn mount_proc_self(dir: &Path) -> Result<(), IsolationError> {
         &own,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
     )
+}
+
+/// `linux.maskedPaths` and `linux.readonlyPaths` in the rootfs view, as
+/// runc applies them once the mounts are in place: a masked file gets
+/// /dev/null bound over it, a masked directory an empty read-only tmpfs; a
+/// read-only path is bound onto itself and remounted read-only. Paths are
+/// resolved inside the rootfs; one that does not exist is skipped (as
+/// runc does). Paths under /proc and /sys name the guest kernel's own
+/// files, which the rootfs view does not hold: nothing to do there.
+fn restrict_paths(view: &Path, plan: &Plan) -> Result<(), IsolationError> {
+    let existing = |p: &str| {
+        resolve::in_root(view, p)
+            .map(|r| resolve::host_path(view, &r))
+            .filter(|h| h.symlink_metadata().is_ok())
+    };
+    for p in &plan.masked_paths {
+        let Some(host) = existing(p) else { continue };
+        if host.is_dir() {
+            mount(
+                Some("tmpfs"),
+                &host,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY,
+                Some("size=0"),
+            )
+            .map_err(IsolationError::sys(format!("masking {p}")))?;
+        } else {
+            bind(Path::new("/dev/null"), &host, MsFlags::empty())?;
+        }
+    }
+    for p in &plan.readonly_paths {
+        let Some(host) = existing(p) else { continue };
+        bind(&host, &host, MsFlags::MS_REC)?;
+        remount_ro(&host, MsFlags::MS_REC)?;
+    }
+    Ok(())
 }
 
 /// One of the config's mounts, inside the private view of the rootfs.

@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod controlled;
+pub mod cri;
 pub mod http;
 pub mod ready;
 pub mod runc;
