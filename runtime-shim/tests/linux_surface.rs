@@ -178,6 +178,32 @@ fn info_and_identity_calls() {
     }
 }
 
+/// CPU time per thread, process and reaped children: the CPU clocks
+/// (fixed ids, `pthread_getcpuclockid`, `clock_getcpuclockid` of a
+/// child), getrusage SELF/THREAD/CHILDREN, times, wait4's rusage, and the
+/// CPU-time interval timers ITIMER_VIRTUAL and ITIMER_PROF (their
+/// signals come while a loop without syscalls computes, not while the
+/// process sleeps).
+#[test]
+fn cpu_clocks_rusage_and_cpu_itimers() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("cpuclock", &[]);
+    let text = stdout(&out);
+    for line in [
+        "sleeping thread's clock < 50 ms: yes",
+        "child's clock read by its parent >= 200 ms: yes",
+        "RUSAGE_CHILDREN after the wait >= 200 ms: yes",
+        "SIGVTALRM while sleeping 400 ms: 0",
+        "SIGVTALRM after spinning: 1",
+        "SIGPROF came 3 times: yes",
+        "done",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+}
+
 /// What a container's root may not do: set the clock, read the kernel
 /// log, raise its priority, take a real-time policy or I/O class.
 #[test]

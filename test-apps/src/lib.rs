@@ -38,6 +38,8 @@ pub const ALL: &[&str] = &[
     "spawn",
     "spawn_musl",
     "cowmatrix",
+    // CPU clocks per thread/process/child, rusage, times, ITIMER_VIRTUAL/PROF.
+    "cpuclock",
     "escape",
     // execve: errors, what survives an exec, a `#!` script, /bin/echo.
     "exec_chain",

@@ -275,10 +275,16 @@ fn facts(p: Option<&mut Process>) -> Facts {
 }
 
 fn stat(t: &TaskView, p: Option<&mut Process>) -> String {
-    let (utime, stime, start) = crate::syscalls::cputime::task_ticks(t.pid);
+    // A process's line counts all its threads, as Linux's.
+    let tick = 1_000_000_000 / super::procfs::USER_HZ;
+    let (_, start) = task::cpu::task_times(t.pid);
+    let own = task::cpu::group_times(t.pid);
+    let kids = task::cpu::children_times(t.pid);
+    let (utime, stime, start) = (own.user / tick, own.sys / tick, start / tick);
+    let (cutime, cstime) = (kids.user / tick, kids.sys / tick);
     let f = facts(p);
     format!(
-        "{pid} ({comm}) {st} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 \
+        "{pid} ({comm}) {st} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 1 0 \
          {start} {vsize} {rss} 18446744073709551615 0 0 0 0 0 {pend} {blk} {ign} {caught} \
          0 0 0 {exsig} 0 0 0 0 0 0 0 0 {brk} 0 0 0 0 {code}\n",
         pid = t.pid,

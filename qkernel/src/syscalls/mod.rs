@@ -496,12 +496,12 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
                     log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
                 });
             }
-            cputime::charge(false);
+            crate::task::cpu::syscall_entry();
             let clock = cputime::SyscallClock::start();
             let r = process::with(|p| (entry.handler)(p, args));
             clock.stop();
             let r = crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)));
-            cputime::charge(true);
+            crate::task::cpu::syscall_exit();
             r
         }
         None => {

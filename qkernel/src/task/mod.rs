@@ -15,6 +15,7 @@
 //! Lock order: `process::PROCESS`, then [`KERNEL`]. No lock is held
 //! across a switch.
 
+pub mod cpu;
 pub mod fork;
 pub mod futex;
 pub mod kstack;
@@ -349,6 +350,7 @@ pub fn exec_single_thread() {
         return;
     };
     wait::detach(g);
+    cpu::exec_takes_over(me, g);
     t.pid = g;
     t.ppid = leader.ppid;
     t.pgid = leader.pgid;
