@@ -51,7 +51,7 @@ fn procfs_files() {
 /// /proc/self and /proc/<pid>/ of this process and of a child: stat,
 /// status, cmdline, environ, comm (the child's own after PR_SET_NAME),
 /// the exe/cwd/root links, fd/, maps, statm, limits; Z once the child
-/// exited, gone once reaped.
+/// exited, still with its name; gone once reaped.
 #[test]
 fn proc_pid_directories() {
     if !require_kvm() {
@@ -70,6 +70,9 @@ fn proc_pid_directories() {
         "child comm: kid",
         "child stat: comm kid, state S",
         "exited child state: Z",
+        "exited child stat: comm kid, 52 fields after it",
+        "exited child status: Name:\tkid",
+        "exited child comm: kid",
         "own comm after the child's PR_SET_NAME: procpid",
     ] {
         assert!(

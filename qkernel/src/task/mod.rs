@@ -119,6 +119,9 @@ pub struct Task {
     pub exit_signal: u32,
     /// The parent blocked in `vfork` until this child execs or exits.
     pub vfork_parent: Option<u32>,
+    /// A zombie leader's name (`comm`), kept from its process, which is
+    /// gone (`/proc/<pid>/stat` and `status` still show it, as Linux).
+    pub comm: [u8; 16],
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -183,6 +186,7 @@ pub fn init() {
         sig: SigState::save(),
         exit_signal: crate::signal::SIGCHLD,
         vfork_parent: None,
+        comm: [0; 16],
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);

@@ -137,6 +137,7 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
     let proc = PROCESS.lock().take();
+    let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
     if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
         // switch, when CR3 no longer names them. Only the address space
@@ -148,6 +149,9 @@ pub fn exit_group(st: Status) -> ! {
     }
     let mut k = KERNEL.lock();
     remove_threads(&mut k, g, me);
+    if let Some(l) = k.tasks.get_mut(&g) {
+        l.comm = comm;
+    }
     if me != g {
         detach(me);
         if let Some(t) = k.tasks.get_mut(&me) {
@@ -235,6 +239,7 @@ fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     let proc = t.proc.take();
     t.kstack = None;
     if let Some(p) = proc {
+        t.comm = p.comm;
         free_process(p);
     }
     if zombify(k, g, Status::Killed(sig)) {
