@@ -177,6 +177,10 @@ pub enum Call {
     /// Processes started from outside the guest (`qrun exec`):
     /// `args[0]` = a [`crate::exec_order::op`], rest per op.
     Exec = 25,
+    /// The network interfaces of the sandbox's network namespace:
+    /// `args[0]` = GPA of a [`crate::netinfo::NetInfo`] the VMM fills.
+    /// Returns 0.
+    NetIfaces = 26,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -235,6 +239,7 @@ impl Call {
             23 => Self::EpollWait,
             24 => Self::MapFile,
             25 => Self::Exec,
+            26 => Self::NetIfaces,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -207,6 +207,38 @@ fn cpu_clocks_rusage_and_cpu_itimers() {
     }
 }
 
+/// NETLINK_ROUTE in the guest: getifaddrs, if_nameindex and
+/// if_nametoindex, a raw socket's dumps and its answers to bad requests,
+/// the SIOCGIF* ioctls; lo's entries in full, the same as natively. Then
+/// busybox `ip addr` prints lo's addresses.
+#[test]
+fn netlink_route_and_interfaces() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("netlink", &[]);
+    let text = stdout(&out);
+    for line in [
+        "lo inet 127.0.0.1 netmask 255.0.0.0",
+        "if_nameindex first: 1 lo",
+        "dump: RTM_NEWLINK messages then NLMSG_DONE: yes",
+        "RTM_GETLINK with a short payload: NLMSG_ERROR EINVAL",
+        "header longer than the datagram: no answer (EAGAIN)",
+        "SIOCGIFCONF lists lo 127.0.0.1: yes",
+        "done",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+    let ip = busybox(&["ip", "addr"]);
+    for want in [
+        "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536",
+        "inet 127.0.0.1/8 scope host lo",
+        "inet6 ::1/128 scope host",
+    ] {
+        assert!(ip.contains(want), "ip addr: no {want:?} in {ip:?}");
+    }
+}
+
 /// What a container's root may not do: set the clock, read the kernel
 /// log, raise its priority, take a real-time policy or I/O class.
 #[test]

@@ -83,6 +83,8 @@ pub const ALL: &[&str] = &[
     "itimer",
     "malloc_stress",
     "netops",
+    // NETLINK_ROUTE dumps, getifaddrs/if_nameindex, SIOCGIF* ioctls.
+    "netlink",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "pipes",
     "procfs",

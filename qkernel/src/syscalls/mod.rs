@@ -10,6 +10,7 @@ pub mod sys_exec;
 mod sys_file;
 mod sys_futex;
 mod sys_ids;
+mod sys_ifreq;
 mod sys_info;
 mod sys_kill;
 mod sys_mm;

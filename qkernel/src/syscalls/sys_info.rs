@@ -146,6 +146,8 @@ const SYSFS_MAGIC: u64 = 0x6265_6572;
 
 /// Linux's `PIPEFS_MAGIC`: the filesystem of guest pipes.
 const PIPEFS_MAGIC: u64 = 0x5049_5045;
+/// Linux's `SOCKFS_MAGIC`: the filesystem of sockets.
+const SOCKFS_MAGIC: u64 = 0x534f_434b;
 
 /// The `struct statfs` of the kernel's own filesystem holding absolute
 /// path `abs` (`/proc`, `/dev` or `/sys`).
@@ -205,6 +207,7 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
         }
         Backing::Special(_) => kernel_statfs(&f.path),
         Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
+        Backing::Netlink(_) => statfs_buf(SOCKFS_MAGIC, false),
     })
 }
 

@@ -7,6 +7,7 @@ mod fds;
 mod fifo;
 mod files;
 mod net;
+mod netifs;
 mod sys;
 mod unix;
 mod wait;
@@ -192,6 +193,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::EpollWait) => self.epoll_wait(a[0], a[1], a[2], a[3]),
             Some(Call::MapFile) => self.map_file(a[0], a[1]),
             Some(Call::Exec) => self.exec(a),
+            Some(Call::NetIfaces) => self.net_ifaces(a[0]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
