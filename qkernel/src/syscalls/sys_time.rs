@@ -38,11 +38,10 @@ const CPUCLOCK_PERTHREAD: i32 = 4;
 /// `clock_getcpuclockid` (`~pid << 3 | which`) and
 /// `pthread_getcpuclockid` (`~tid << 3 | 4 | which`) make them.
 fn cpu_clock(clock: u64) -> Option<CpuClock> {
-    let id = clock as i32;
-    if clock != id as i64 as u64 {
-        return None;
-    }
-    match clock {
+    // `clockid_t` is an int: the upper half of the register is not the
+    // caller's (a 32-bit move leaves it 0, as glibc's calls do).
+    let id = clock as u32 as i32;
+    match u64::from(id as u32) {
         CLOCK_PROCESS_CPUTIME_ID => {
             return Some(CpuClock {
                 pid: 0,
@@ -101,7 +100,7 @@ fn cpu_clock_ns(c: CpuClock) -> Result<u64, Errno> {
 }
 
 fn clock_ns(clock: u64) -> Result<u64, Errno> {
-    Ok(match clock {
+    Ok(match u64::from(clock as u32) {
         CLOCK_REALTIME | CLOCK_REALTIME_COARSE => time::realtime_ns(),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => {
             time::monotonic_ns()
