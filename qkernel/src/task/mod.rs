@@ -381,6 +381,15 @@ pub fn signal_init_from_host(sig: u32) {
     );
 }
 
+/// Makes the running task runnable if it is blocked: it waits in the
+/// scheduler's idle loop (it blocked last, nothing runs) and a signal
+/// came for it there (a timer went off). No-op if the table is busy.
+pub fn wake_current() {
+    if let Some(mut k) = KERNEL.try_lock() {
+        sched::wake(&mut k, current_pid());
+    }
+}
+
 /// A process-directed `sig` to the running group that the running thread
 /// blocks: whether another live thread of the group does not block it;
 /// with `wake`, the first such thread that is blocked in the kernel and
