@@ -230,6 +230,11 @@ fn netlink_route_and_interfaces() {
     ] {
         assert!(text.contains(line), "missing {line:?}: {out:?}");
     }
+    // Random requests (in the sandbox only: natively, as root, they could
+    // change the host's network).
+    let fuzz = run_sandboxed(&test_apps::path("netlink"), &["fuzz"], &[]);
+    assert_eq!(fuzz.status, 0, "{fuzz:?}");
+    assert_eq!(stdout(&fuzz), "fuzz: done\n", "{fuzz:?}");
     let ip = busybox(&["ip", "addr"]);
     for want in [
         "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536",

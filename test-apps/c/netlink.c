@@ -370,9 +370,41 @@ static void ioctls(void)
 	close(s);
 }
 
-int main(void)
+/* `fuzz` mode, for the sandbox only (natively, as root, random requests
+ * could change the host's network): random datagrams, mostly with a
+ * plausible header, then drain the answers; the kernel must survive. */
+static int fuzz(void)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+	if (fd < 0)
+		return 1;
+	unsigned seed = 12345;
+	long answers = 0;
+	static unsigned char buf[4096];
+	for (int i = 0; i < 3000; i++) {
+		size_t len = (seed = seed * 1103515245 + 12345) >> 16 & 255;
+		for (size_t k = 0; k < len; k++)
+			buf[k] = (seed = seed * 1103515245 + 12345) >> 16;
+		if (len >= 16 && (i & 1)) {
+			struct nlmsghdr *h = (struct nlmsghdr *)buf;
+			h->nlmsg_len = (i & 2) ? len : h->nlmsg_len % 300;
+			h->nlmsg_type = 16 + h->nlmsg_type % 16;
+		}
+		send(fd, buf, len, MSG_DONTWAIT);
+		while (recv(fd, buf, (i & 4) ? 8 : sizeof buf, MSG_DONTWAIT | (i & 8 ? MSG_TRUNC : 0)) >= 0)
+			answers++;
+	}
+	close(fd);
+	fprintf(stderr, "fuzz: %ld answers\n", answers);
+	puts("fuzz: done");
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc > 1 && strcmp(argv[1], "fuzz") == 0)
+		return fuzz();
 	ifaddrs_view();
 	raw_socket();
 	ioctls();
