@@ -54,12 +54,15 @@ impl Errno {
     pub const ENOPROTOOPT: Errno = Errno(92);
     pub const EPROTONOSUPPORT: Errno = Errno(93);
     pub const ESOCKTNOSUPPORT: Errno = Errno(94);
+    pub const EMSGSIZE: Errno = Errno(90);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const EAFNOSUPPORT: Errno = Errno(97);
     pub const EADDRINUSE: Errno = Errno(98);
     pub const ENOTCONN: Errno = Errno(107);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const ECONNREFUSED: Errno = Errno(111);
+    pub const ENOBUFS: Errno = Errno(105);
+    pub const EADDRNOTAVAIL: Errno = Errno(99);
     pub const EINPROGRESS: Errno = Errno(115);
     pub const EALREADY: Errno = Errno(114);
     pub const EISCONN: Errno = Errno(106);

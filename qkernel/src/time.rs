@@ -57,12 +57,6 @@ pub fn realtime_ns() -> u64 {
     REALTIME0.load(Ordering::Relaxed) + elapsed_ns()
 }
 
-/// CPU time of the process so far, in ns: time since boot less the time
-/// spent blocked in the host (`syscalls::cputime`).
-pub fn cputime_ns() -> u64 {
-    crate::syscalls::cputime::cpu_ns()
-}
-
 /// Nanoseconds since boot (`/proc/uptime`, `sysinfo`).
 pub fn uptime_ns() -> u64 {
     elapsed_ns()

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 13;
+pub const ABI_VERSION: u64 = 14;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -187,6 +187,10 @@ pub enum Call {
     /// (they now read as zero pages; the guest unmaps them and answers
     /// accesses with `SIGBUS`).
     WindowGone = 26,
+    /// The network interfaces of the sandbox's network namespace:
+    /// `args[0]` = GPA of a [`crate::netinfo::NetInfo`] the VMM fills.
+    /// Returns 0.
+    NetIfaces = 27,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -274,6 +278,7 @@ impl Call {
             24 => Self::MapFile,
             25 => Self::Exec,
             26 => Self::WindowGone,
+            27 => Self::NetIfaces,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

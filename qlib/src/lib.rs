@@ -13,6 +13,7 @@ pub mod exec_order;
 pub mod exec_perm;
 pub mod io_abi;
 pub mod layout;
+pub mod netinfo;
 pub mod pte;
 pub mod seccomp;
 pub mod shebang;

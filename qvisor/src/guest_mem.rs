@@ -46,6 +46,10 @@ unsafe impl ByteValued for Pod<PollFd> {}
 // SAFETY: BootInfo is repr(C) of u64 fields, IoVecs and arrays of u64/u32 with
 // an even number of u32s (no padding); any bit pattern is valid.
 unsafe impl ByteValued for Pod<qlib::abi::BootInfo> {}
+// SAFETY: NetInfo is repr(C): two u32 then arrays of Link (52 bytes) and
+// Addr (44 bytes), both of u32/u16/u8 fields laid out without padding
+// (sizes asserted in qlib); any bit pattern is valid.
+unsafe impl ByteValued for Pod<qlib::netinfo::NetInfo> {}
 
 /// The sandbox's guest RAM: one anonymous `MAP_NORESERVE` mapping at GPA 0,
 /// and the host reservation behind the file window (`crate::file_window`).

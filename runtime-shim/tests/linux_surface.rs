@@ -51,7 +51,7 @@ fn procfs_files() {
 /// /proc/self and /proc/<pid>/ of this process and of a child: stat,
 /// status, cmdline, environ, comm (the child's own after PR_SET_NAME),
 /// the exe/cwd/root links, fd/, maps, statm, limits; Z once the child
-/// exited, gone once reaped.
+/// exited, still with its name; gone once reaped.
 #[test]
 fn proc_pid_directories() {
     if !require_kvm() {
@@ -70,6 +70,9 @@ fn proc_pid_directories() {
         "child comm: kid",
         "child stat: comm kid, state S",
         "exited child state: Z",
+        "exited child stat: comm kid, 52 fields after it",
+        "exited child status: Name:\tkid",
+        "exited child comm: kid",
         "own comm after the child's PR_SET_NAME: procpid",
     ] {
         assert!(
@@ -158,7 +161,7 @@ fn container_root_may_not_mknod_sethostname_chroot() {
 }
 
 /// sysinfo, getrusage, times and the CPU clocks (not advancing while the
-/// program sleeps), groups, saved ids, priorities, getcpu, personality,
+/// program sleeps), groups, saved ids, setuid/setgid/setreuid/setregid, priorities, getcpu, personality,
 /// prctl, statfs/fstatfs and the sync family.
 #[test]
 fn info_and_identity_calls() {
@@ -173,8 +176,72 @@ fn info_and_identity_calls() {
         "PR_GET_PDEATHSIG: 0",
         "statfs /proc: 0 type 0x9fa0",
         "fsync pipe: EINVAL",
+        "setreuid(-1, -1): 0",
     ] {
         assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+}
+
+/// CPU time per thread, process and reaped children: the CPU clocks
+/// (fixed ids, `pthread_getcpuclockid`, `clock_getcpuclockid` of a
+/// child), getrusage SELF/THREAD/CHILDREN, times, wait4's rusage, and the
+/// CPU-time interval timers ITIMER_VIRTUAL and ITIMER_PROF (their
+/// signals come while a loop without syscalls computes, not while the
+/// process sleeps).
+#[test]
+fn cpu_clocks_rusage_and_cpu_itimers() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("cpuclock", &[]);
+    let text = stdout(&out);
+    for line in [
+        "sleeping thread's clock < 50 ms: yes",
+        "child's clock read by its parent >= 200 ms: yes",
+        "RUSAGE_CHILDREN after the wait >= 200 ms: yes",
+        "SIGVTALRM while sleeping 400 ms: 0",
+        "SIGVTALRM after spinning: 1",
+        "SIGPROF came 3 times: yes",
+        "done",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+}
+
+/// NETLINK_ROUTE in the guest: getifaddrs, if_nameindex and
+/// if_nametoindex, a raw socket's dumps and its answers to bad requests,
+/// the SIOCGIF* ioctls; lo's entries in full, the same as natively. Then
+/// busybox `ip addr` prints lo's addresses.
+#[test]
+fn netlink_route_and_interfaces() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("netlink", &[]);
+    let text = stdout(&out);
+    for line in [
+        "lo inet 127.0.0.1 netmask 255.0.0.0",
+        "if_nameindex first: 1 lo",
+        "dump: RTM_NEWLINK messages then NLMSG_DONE: yes",
+        "RTM_GETLINK with a short payload: NLMSG_ERROR EINVAL",
+        "header longer than the datagram: no answer (EAGAIN)",
+        "SIOCGIFCONF lists lo 127.0.0.1: yes",
+        "done",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {out:?}");
+    }
+    // Random requests (in the sandbox only: natively, as root, they could
+    // change the host's network).
+    let fuzz = run_sandboxed(&test_apps::path("netlink"), &["fuzz"], &[]);
+    assert_eq!(fuzz.status, 0, "{fuzz:?}");
+    assert_eq!(stdout(&fuzz), "fuzz: done\n", "{fuzz:?}");
+    let ip = busybox(&["ip", "addr"]);
+    for want in [
+        "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536",
+        "inet 127.0.0.1/8 scope host lo",
+        "inet6 ::1/128 scope host",
+    ] {
+        assert!(ip.contains(want), "ip addr: no {want:?} in {ip:?}");
     }
 }
 

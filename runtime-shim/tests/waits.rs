@@ -54,6 +54,22 @@ fn nanosleep_lets_another_process_compute() {
     assert_same("waits sleep", &native, &sandboxed);
 }
 
+/// A blocking sendfile into a socket whose reader is another process
+/// waits for it (parks) instead of holding the vCPU in the host.
+#[test]
+fn sendfile_to_a_socket_lets_its_reader_run() {
+    if !require_kvm() {
+        return;
+    }
+    let native = run_native(&waits(), &["sendfile"], &[]);
+    assert_eq!(
+        stdout(&native),
+        "child read 4194304 bytes\nsent 4194304 bytes, offset 4194304\n"
+    );
+    let sandboxed = run_sandboxed(&waits(), &["sendfile"], &[]);
+    assert_same("waits sendfile", &native, &sandboxed);
+}
+
 /// ITIMER_REAL is per process: the child's SIGALRM goes to the child (the
 /// parent, which has no handler, would die of it), and the parent's own
 /// alarm() to the parent.

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,5 +112,46 @@ int main(int argc, char **argv)
 	       alarms - before);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	printf("unblocked: handled %d\n", alarms - before);
+
+	/* A lone process waits in sigtimedwait (3 s) for its alarm (1 s). */
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	double w0 = now();
+	alarm(1);
+	struct timespec three = { 3, 0 };
+	int got = sigtimedwait(&set, NULL, &three);
+	printf("sigtimedwait ends at the alarm: %s\n",
+	       got == SIGALRM && now() - w0 < 2 ? "yes" : "no (wrong)");
+
+	/* A child waits in sigwait for its own alarm while its parent waits
+	 * on a pipe (no task runs, the child waited last): the alarm must end
+	 * the child's wait.
+	 * The parent gives up after 5 s (its own alarm: read gets EINTR). */
+	int p[2];
+	if (pipe(p) != 0)
+		return 1;
+	fflush(stdout);
+	pid_t kid = fork();
+	if (kid == 0) {
+		/* The parent blocks first: the child is the last to wait. */
+		struct timespec nap = { 0, 200000000 };
+		nanosleep(&nap, NULL);
+		int got = 0;
+		double t0 = now();
+		alarm(1);
+		sigwait(&set, &got);
+		char c = got == SIGALRM && now() - t0 < 4 ? 'y' : 'n';
+		write(p[1], &c, 1);
+		_exit(0);
+	}
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: the read ends with EINTR */
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(5);
+	char c = '?';
+	ssize_t n = read(p[0], &c, 1);
+	alarm(0);
+	printf("sigwait in a child ends at its alarm: %s\n", n == 1 && c == 'y' ? "yes" : "no (wrong)");
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
 	return 0;
 }

@@ -247,6 +247,16 @@ static void child_files(void)
 	slurp(path);
 	parse_stat(comm, sizeof comm, &state, &ppid, &nf);
 	line("exited child state: %c", state);
+	line("exited child stat: comm %s, %d fields after it", comm, nf);
+	snprintf(path, sizeof path, "/proc/%d/status", (int)kid);
+	slurp(path);
+	char *name = strstr(buf, "Name:\t"), *st = strstr(buf, "State:\t");
+	line("exited child status: %s", name ? strtok(name, "\n") : "no Name line");
+	line("exited child status: %s", st ? strtok(st, "\n") : "no State line");
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)kid);
+	slurp(path);
+	line("exited child comm: %s", strtok(buf, "\n"));
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)kid);
 	waitpid(kid, NULL, 0);
 	expect_line("reaped child's directory is gone", access(path, F_OK) < 0 && errno == ENOENT, 1);
 }

@@ -134,6 +134,7 @@ static void in_one_process(void)
 	n = recv_fds(sv[1], fds, 1, 0, &flags, &clen);
 	eq_line("received", n, 2);
 	expect_line("MSG_CTRUNC", flags & MSG_CTRUNC, 1);
+	eq_line("no other msg_flags", flags & ~MSG_CTRUNC, 0);
 	for (int i = 0; i < n && i < 4; i++)
 		close(fds[i]);
 

@@ -22,6 +22,7 @@
 #include <sys/sysinfo.h>
 #include <sys/time.h>
 #include <sys/times.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,6 +134,32 @@ static void ids(void)
 	expect_line("getresgid: real, effective, saved = effective",
 		    rg == getgid() && eg == getegid() && sg == eg, 1);
 	err_line("getresuid(bad pointer)", syscall(SYS_getresuid, (void *)8, &e, &s), EFAULT);
+
+	/* setuid/setgid/setreuid/setregid, in a child (the ids stay here). */
+	fflush(stdout);
+	pid_t kid = fork();
+	if (kid == 0) {
+		rc_line("setreuid(-1, -1)", setreuid(-1, -1));
+		rc_line("setregid(-1, -1)", setregid(-1, -1));
+		rc_line("setuid(getuid())", setuid(getuid()));
+		rc_line("setgid(getgid())", setgid(getgid()));
+		err_line("setuid(-1)", syscall(SYS_setuid, -1), EINVAL);
+		if (geteuid() == 0) {
+			rc_line("setreuid(-1, 1234)", setreuid(-1, 1234));
+			expect_line("  euid 1234, uid 0", geteuid() == 1234 && getuid() == 0, 1);
+			err_line("setgid(55) as euid 1234", setgid(55), EPERM);
+			rc_line("setuid(0) back (the real uid)", setuid(0));
+			expect_line("  euid 0", geteuid() == 0, 1);
+			rc_line("setgid(55) as root", setgid(55));
+			expect_line("  gid and egid 55", getgid() == 55 && getegid() == 55, 1);
+			rc_line("setuid(4321) as root", setuid(4321));
+			expect_line("  uid and euid 4321", getuid() == 4321 && geteuid() == 4321, 1);
+			err_line("setuid(0) after", setuid(0), EPERM);
+		}
+		fflush(stdout);
+		_exit(0);
+	}
+	waitpid(kid, NULL, 0);
 }
 
 static void priorities(void)

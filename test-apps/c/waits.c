@@ -20,6 +20,9 @@
  *             serve_forever does; answers one connection and exits.
  *   pingpong N  N one-byte round trips over two pipes between two
  *             processes; prints the mean microseconds per round trip.
+ *   sendfile  a blocking sendfile of a 4 MiB file into a socket whose only
+ *             reader is a child: it must wait for the child, not hold the
+ *             vCPU (the parent gives up after 10 s).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +34,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -330,6 +334,60 @@ static int pingpong(int n)
 	return 0;
 }
 
+static void on_give_up(int sig)
+{
+	(void)sig;
+	static const char msg[] = "sendfile: timed out (the reader never ran)\n";
+	write(1, msg, sizeof msg - 1);
+	_exit(1);
+}
+
+static int sendfiler(void)
+{
+	enum { SIZE = 4 << 20 };
+	char path[] = "/tmp/waits-sendfile-XXXXXX";
+	int f = mkstemp(path);
+	if (f < 0)
+		die("mkstemp");
+	unlink(path);
+	static char block[65536];
+	memset(block, 'x', sizeof block);
+	for (int i = 0; i < SIZE / (int)sizeof block; i++)
+		if (write(f, block, sizeof block) != (ssize_t)sizeof block)
+			die("write");
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		die("socketpair");
+	fflush(stdout);
+	pid_t kid = fork();
+	if (kid == 0) {
+		close(sv[0]);
+		long total = 0;
+		ssize_t n;
+		while ((n = read(sv[1], block, sizeof block)) > 0)
+			total += n;
+		printf("child read %ld bytes\n", total);
+		_exit(0);
+	}
+	close(sv[1]);
+	signal(SIGALRM, on_give_up);
+	alarm(10);
+	off_t off = 0;
+	long sent = 0;
+	while (sent < SIZE) {
+		ssize_t n = sendfile(sv[0], f, &off, SIZE - sent);
+		if (n <= 0)
+			die("sendfile");
+		sent += n;
+	}
+	close(sv[0]);
+	int st;
+	waitpid(kid, &st, 0);
+	alarm(0);
+	printf("sent %ld bytes, offset %ld\n", sent, (long)off);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -346,6 +404,8 @@ int main(int argc, char **argv)
 		return accept3();
 	if (!strcmp(m, "pollserve"))
 		return pollserve();
+	if (!strcmp(m, "sendfile"))
+		return sendfiler();
 	if (!strcmp(m, "pingpong"))
 		return pingpong(argc > 2 ? atoi(argv[2]) : 1000);
 	fprintf(stderr, "usage: waits tcp|sleep|alarm|accept|accept3|pollserve|pingpong N\n");

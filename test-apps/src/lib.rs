@@ -40,6 +40,8 @@ pub const ALL: &[&str] = &[
     "spawn",
     "spawn_musl",
     "cowmatrix",
+    // CPU clocks per thread/process/child, rusage, times, ITIMER_VIRTUAL/PROF.
+    "cpuclock",
     "escape",
     // execve: errors, what survives an exec, a `#!` script, /bin/echo.
     "exec_chain",
@@ -89,6 +91,8 @@ pub const ALL: &[&str] = &[
     "itimer",
     "malloc_stress",
     "netops",
+    // NETLINK_ROUTE dumps, getifaddrs/if_nameindex, SIOCGIF* ioctls.
+    "netlink",
     // /proc system files: loadavg, meminfo, cpuinfo, mounts, sys/...
     "pipes",
     // A pod sandbox's pause container (cri.rs): pause() until SIGTERM.

@@ -7,6 +7,7 @@
 //! host fd.
 
 pub mod host;
+pub mod netlink;
 pub mod path;
 pub mod pipe;
 pub mod procfs;
@@ -74,6 +75,8 @@ pub enum Backing {
     Special(special::Special),
     /// One end of a pipe kept in the guest kernel.
     Pipe(pipe::PipeEnd),
+    /// A `NETLINK_ROUTE` socket kept in the guest kernel.
+    Netlink(netlink::Netlink),
 }
 
 /// An open file description.
@@ -102,7 +105,7 @@ impl File {
     pub fn host_fd(&self) -> Option<i32> {
         match self.backing {
             Backing::Host { fd, .. } => Some(fd),
-            Backing::Special(_) | Backing::Pipe(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) => None,
         }
     }
 
@@ -110,7 +113,15 @@ impl File {
     pub fn host_kind(&self) -> Option<HostKind> {
         match self.backing {
             Backing::Host { kind, .. } => Some(kind),
-            Backing::Special(_) | Backing::Pipe(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) => None,
+        }
+    }
+
+    /// The netlink socket, if this is one.
+    pub fn netlink(&self) -> Option<&netlink::Netlink> {
+        match &self.backing {
+            Backing::Netlink(n) => Some(n),
+            _ => None,
         }
     }
 

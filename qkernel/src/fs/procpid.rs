@@ -7,8 +7,9 @@
 //! the process's own state (the running one in `process::PROCESS`, the
 //! others in their `Task`); it names only rootfs paths and sandbox pids.
 //! Another uid's `environ`, `fd/` and links are refused ([`may_access`]).
-//! A zombie keeps its directory (its `stat` says `Z`) but has no process
-//! state left: its name, command line and memory are empty.
+//! A zombie keeps its directory (its `stat` says `Z`) and its name, but
+//! has no other process state left: its command line and memory are
+//! empty.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -59,6 +60,8 @@ pub struct TaskView {
     /// The exit status word of a zombie.
     pub exit_code: i32,
     pub sig: SigState,
+    /// A zombie's name (a live process's is its `Process`'s).
+    pub comm: [u8; 16],
 }
 
 /// Runs `f` on task `pid`'s view and process (`None` for a zombie);
@@ -92,6 +95,7 @@ pub fn with_proc<R>(
         } else {
             t.sig.clone()
         },
+        comm: t.comm,
     };
     if pid == me {
         drop(k);
@@ -200,9 +204,9 @@ fn memory(p: &mut Process) -> Mem {
     m
 }
 
-/// The name of a process (Linux's `comm`).
-fn comm(p: &Process) -> String {
-    let n = p.comm;
+/// The name of a process (Linux's `comm`): its own, or a zombie's.
+fn comm(t: &TaskView, p: Option<&Process>) -> String {
+    let n = p.map_or(t.comm, |p| p.comm);
     let end = n.iter().position(|&b| b == 0).unwrap_or(n.len());
     String::from_utf8_lossy(&n[..end]).into()
 }
@@ -218,10 +222,10 @@ pub fn text(cur: &mut Process, pid: u32, which: &str) -> Vec<u8> {
     with_proc(cur, pid, |t, p| match which {
         "cmdline" => p.map(|p| p.cmdline.clone()).unwrap_or_default(),
         "environ" => p.map(|p| p.environ.clone()).unwrap_or_default(),
-        "comm" => format!("{}\n", p.map(|p| comm(p)).unwrap_or_default()).into_bytes(),
+        "comm" => format!("{}\n", comm(t, p.as_deref())).into_bytes(),
         "stat" => stat(t, p).into_bytes(),
         "statm" => {
-            let m = facts(p).mem;
+            let m = facts(t, p).mem;
             format!("{} {} 0 0 0 {} 0\n", m.size, m.rss, m.data + m.stack).into_bytes()
         }
         "status" => status(t, p).into_bytes(),
@@ -243,12 +247,12 @@ struct Facts {
     fds: usize,
 }
 
-fn facts(p: Option<&mut Process>) -> Facts {
+fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
     match p {
         Some(p) => {
             let (caught, ignored) = dispositions(p);
             Facts {
-                comm: comm(p),
+                comm: comm(t, Some(p)),
                 mem: memory(p),
                 brk: p.mm.brk_start,
                 caught,
@@ -259,7 +263,7 @@ fn facts(p: Option<&mut Process>) -> Facts {
             }
         }
         None => Facts {
-            comm: String::new(),
+            comm: comm(t, None),
             mem: Mem {
                 size: 0,
                 rss: 0,
@@ -277,10 +281,16 @@ fn facts(p: Option<&mut Process>) -> Facts {
 }
 
 fn stat(t: &TaskView, p: Option<&mut Process>) -> String {
-    let (utime, stime, start) = crate::syscalls::cputime::task_ticks(t.pid);
-    let f = facts(p);
+    // A process's line counts all its threads, as Linux's.
+    let tick = 1_000_000_000 / super::procfs::USER_HZ;
+    let (_, start) = task::cpu::task_times(t.pid);
+    let own = task::cpu::group_times(t.pid);
+    let kids = task::cpu::children_times(t.pid);
+    let (utime, stime, start) = (own.user / tick, own.sys / tick, start / tick);
+    let (cutime, cstime) = (kids.user / tick, kids.sys / tick);
+    let f = facts(t, p);
     format!(
-        "{pid} ({comm}) {st} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 \
+        "{pid} ({comm}) {st} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 1 0 \
          {start} {vsize} {rss} 18446744073709551615 0 0 0 0 0 {pend} {blk} {ign} {caught} \
          0 0 0 {exsig} 0 0 0 0 0 0 0 0 {brk} 0 0 0 0 {code}\n",
         pid = t.pid,
@@ -303,7 +313,7 @@ fn stat(t: &TaskView, p: Option<&mut Process>) -> String {
 
 fn status(t: &TaskView, p: Option<&mut Process>) -> String {
     let live = p.is_some();
-    let f = facts(p);
+    let f = facts(t, p);
     let state = match t.state {
         'R' => "R (running)",
         'S' => "S (sleeping)",

@@ -457,6 +457,11 @@ pub fn send(sig: u32, info: Info) {
     }
     cpu().shared_info.lock()[(sig - 1) as usize] = info;
     cpu().shared.fetch_or(b, Ordering::AcqRel);
+    if (mine && d.handles(sig)) || cpu().sigwait.load(Ordering::Relaxed) & b != 0 {
+        // The running task may be waiting in the scheduler's idle loop
+        // (a timer fired there): its wait must end.
+        crate::task::wake_current();
+    }
     if !mine && d.handles(sig) {
         crate::task::sibling_takes(sig, true);
     }

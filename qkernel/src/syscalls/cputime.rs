@@ -5,6 +5,7 @@
 //! kernel and the host calls they make), minus their blocked part; user
 //! time is the rest. The load average is an exponentially damped average
 //! of whether the process was runnable, as Linux computes it every 5 s.
+//! Who the CPU time goes to is `task::cpu`'s business.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -133,67 +134,4 @@ pub fn loadavg() -> [u64; 3] {
 pub fn load_parts(v: u64) -> (u64, u64) {
     let v = v + FIXED_1 / 200; // round to the nearest hundredth
     (v >> FSHIFT, ((v & (FIXED_1 - 1)) * 100) >> FSHIFT)
-}
-
-/// One task's CPU time (ns) and start (uptime ns).
-#[derive(Clone, Copy)]
-struct TaskTime {
-    user: u64,
-    sys: u64,
-    start: u64,
-}
-
-/// Per-task CPU time: the CPU time between two syscall boundaries goes
-/// to the task running at the later one, as user time at a syscall's
-/// entry and as system time at its exit. A switch happens inside a
-/// syscall, so the part of a syscall before a switch goes to the task
-/// switched to; tasks appear at their first syscall boundary (a forked
-/// child just after the fork, pid 1 at boot).
-struct PerTask {
-    tasks: alloc::collections::BTreeMap<u32, TaskTime>,
-    /// CPU time at the last boundary.
-    last: u64,
-}
-
-static PER_TASK: Mutex<PerTask> = Mutex::new(PerTask {
-    tasks: alloc::collections::BTreeMap::new(),
-    last: 0,
-});
-
-/// Charges the CPU time since the last boundary to the running task, as
-/// system time if `sys` (a syscall ends) or user time (one starts).
-pub fn charge(sys: bool) {
-    let pid = crate::task::current_pid();
-    let now = cpu_ns();
-    let up = time::uptime_ns();
-    let mut t = PER_TASK.lock();
-    let delta = now.saturating_sub(t.last);
-    t.last = now;
-    if !t.tasks.contains_key(&pid) && t.tasks.len() >= 2 * crate::task::MAX_TASKS {
-        // Forget tasks that are gone (the table lock is never held
-        // around a syscall boundary).
-        if let Some(k) = crate::task::KERNEL.try_lock() {
-            t.tasks.retain(|p, _| k.tasks.contains_key(p));
-        }
-    }
-    let e = t.tasks.entry(pid).or_insert(TaskTime {
-        user: 0,
-        sys: 0,
-        start: if pid == 1 { 0 } else { up },
-    });
-    if sys {
-        e.sys += delta;
-    } else {
-        e.user += delta;
-    }
-}
-
-/// Task `pid`'s (user, system, start) in `USER_HZ` ticks (start: since
-/// boot).
-pub fn task_ticks(pid: u32) -> (u64, u64, u64) {
-    let tick = 1_000_000_000 / crate::fs::procfs::USER_HZ;
-    let t = PER_TASK.lock();
-    t.tasks
-        .get(&pid)
-        .map_or((0, 0, 0), |e| (e.user / tick, e.sys / tick, e.start / tick))
 }

@@ -11,6 +11,7 @@ pub mod sys_exec;
 mod sys_file;
 mod sys_futex;
 mod sys_ids;
+mod sys_ifreq;
 mod sys_info;
 mod sys_kill;
 mod sys_mm;
@@ -145,13 +146,13 @@ pub static ENTRIES: &[Entry] = &[
     e(33, sys_file::dup2, Full, ""),
     e(34, sys_kill::pause, Full, ""),
     e(35, sys_time::nanosleep, Full, "the vCPU sleeps in the host"),
-    e(36, sys_time::getitimer, Partial, "ITIMER_REAL only"),
+    e(36, sys_time::getitimer, Full, ""),
     e(37, sys_time::alarm, Full, "a host timerfd posts SIGALRM"),
     e(
         38,
         sys_time::setitimer,
         Partial,
-        "ITIMER_REAL only (VIRTUAL, PROF: EINVAL)",
+        "VIRTUAL/PROF go off at the first accounting point after (a slice)",
     ),
     e(39, sys_task::getpid, Full, ""),
     e(40, sys_file::sendfile, Partial, "between host fds"),
@@ -249,7 +250,7 @@ pub static ENTRIES: &[Entry] = &[
         "CPU times and RSS; no fault or I/O counts",
     ),
     e(99, sys_info::sysinfo, Full, ""),
-    e(100, sys_info::times, Full, "no children"),
+    e(100, sys_info::times, Full, ""),
     e(102, sys_proc::getuid, Full, ""),
     e(
         103,
@@ -258,12 +259,36 @@ pub static ENTRIES: &[Entry] = &[
         "EPERM: not the container's log",
     ),
     e(104, sys_proc::getgid, Full, ""),
+    e(
+        105,
+        sys_ids::setuid,
+        Partial,
+        "the saved id follows the effective one",
+    ),
+    e(
+        106,
+        sys_ids::setgid,
+        Partial,
+        "the saved id follows the effective one",
+    ),
     e(107, sys_proc::geteuid, Full, ""),
     e(108, sys_proc::getegid, Full, ""),
     e(109, sys_task::setpgid, Full, ""),
     e(110, sys_task::getppid, Full, "0 for pid 1"),
     e(111, sys_task::getpgrp, Full, ""),
     e(112, sys_task::setsid, Full, ""),
+    e(
+        113,
+        sys_ids::setreuid,
+        Partial,
+        "the saved id follows the effective one",
+    ),
+    e(
+        114,
+        sys_ids::setregid,
+        Partial,
+        "the saved id follows the effective one",
+    ),
     e(115, sys_ids::getgroups, Full, ""),
     e(116, sys_ids::setgroups, Full, "root only (CAP_SETGID)"),
     e(
@@ -506,12 +531,12 @@ fn run(nr: u64, args: &[u64; 6]) -> SysResult {
                     log::debug!("{name}: {:?} support: {}", entry.support, entry.note)
                 });
             }
-            cputime::charge(false);
+            crate::task::cpu::syscall_entry();
             let clock = cputime::SyscallClock::start();
             let r = process::with(|p| (entry.handler)(p, args));
             clock.stop();
             let r = crate::task::finish_syscall(r, || process::with(|p| (entry.handler)(p, args)));
-            cputime::charge(true);
+            crate::task::cpu::syscall_exit();
             r
         }
         None => {

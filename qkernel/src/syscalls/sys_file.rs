@@ -161,7 +161,7 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
             fd,
             kind: HostKind::File,
         } => host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0),
-        Backing::Host { .. } | Backing::Pipe(_) => Err(Errno::ESPIPE),
+        Backing::Host { .. } | Backing::Pipe(_) | Backing::Netlink(_) => Err(Errno::ESPIPE),
         Backing::Special(s) => match s.seekable() {
             Some((len, pos)) if a[2] <= 2 => {
                 let mut pos = pos.lock();
@@ -308,6 +308,14 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             uaccess::write(&mut p.mm, a[2], &n)?;
             Ok(0)
         }
+        (
+            Backing::Host {
+                kind: HostKind::Socket,
+                ..
+            }
+            | Backing::Netlink(_),
+            req,
+        ) if super::sys_ifreq::is_ifreq(req) => super::sys_ifreq::ioctl(p, req, a[2]),
         (Backing::Pipe(end), FIONREAD) => {
             let n = end.pipe.buffered() as u32;
             uaccess::write(&mut p.mm, a[2], &n)?;
@@ -405,17 +413,35 @@ pub fn sendfile(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL);
     };
     crate::mm::sharedfile::before_io(&input);
-    let flags = if out.nonblocking() { 0 } else { io::BLOCK };
+    // To a socket or pipe that would block, with other tasks around, the
+    // task parks (its reader may be one of them) instead of blocking the
+    // vCPU in the host.
+    let pollable = matches!(out.host_kind(), Some(HostKind::Socket | HostKind::Pipe));
+    let park = !out.nonblocking() && pollable && crate::task::park::worthwhile();
+    let flags = if out.nonblocking() || park {
+        0
+    } else {
+        io::BLOCK
+    };
     let count = a[3].min(0x7fff_f000);
-    if a[2] == 0 {
-        return host::fd_op(fdop::SENDFILE, ofd, ifd as u64, count, 0, flags);
+    let r = if a[2] == 0 {
+        host::fd_op(fdop::SENDFILE, ofd, ifd as u64, count, 0, flags)
+    } else {
+        let off: u64 = uaccess::read(&mut p.mm, a[2])?;
+        let cell = [off];
+        let gpa = crate::mm::kva_to_gpa(cell.as_ptr() as u64);
+        let n = host::fd_op(fdop::SENDFILE, ofd, ifd as u64, count, gpa, flags);
+        // SAFETY: the VMM wrote the new offset in place.
+        let off = unsafe { core::ptr::read_volatile(&cell[0]) };
+        uaccess::write(&mut p.mm, a[2], &off)?;
+        n
+    };
+    if park && r == Err(Errno::EAGAIN) {
+        let deadline = crate::task::park::deadline(None);
+        return crate::task::park::wait_on(&[(ofd, crate::task::park::POLLOUT)], deadline);
     }
-    let off: u64 = uaccess::read(&mut p.mm, a[2])?;
-    let cell = [off];
-    let gpa = crate::mm::kva_to_gpa(cell.as_ptr() as u64);
-    let n = host::fd_op(fdop::SENDFILE, ofd, ifd as u64, count, gpa, flags)?;
-    // SAFETY: the VMM wrote the new offset in place.
-    let off = unsafe { core::ptr::read_volatile(&cell[0]) };
-    uaccess::write(&mut p.mm, a[2], &off)?;
-    Ok(n)
+    if pollable && r.is_ok_and(|n| n > 0) {
+        crate::task::park::wake_readers_of_peer(ofd);
+    }
+    r
 }

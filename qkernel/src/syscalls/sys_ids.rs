@@ -116,6 +116,44 @@ pub fn setresgid(p: &mut Process, a: &[u64; 6]) -> SysResult {
     set_ids(p, 2, a[0], a[1], a[2])
 }
 
+/// `setreuid(ruid, euid)` (-1: unchanged).
+pub fn setreuid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_ids(p, 0, a[0], a[1], u64::from(u32::MAX))
+}
+
+/// `setregid(rgid, egid)`.
+pub fn setregid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_ids(p, 2, a[0], a[1], u64::from(u32::MAX))
+}
+
+/// `setuid`/`setgid` of the ids at `at` to `v`: with the capability all
+/// of them; without, only the effective one, to the real or saved id.
+fn set_one(p: &mut Process, at: usize, v: u64) -> SysResult {
+    let v = v as u32;
+    if v == u32::MAX {
+        return Err(Errno::EINVAL);
+    }
+    if container_root(&p.ids) {
+        p.ids[at] = v;
+        p.ids[at + 1] = v;
+    } else if p.ids[at] == v || p.ids[at + 1] == v {
+        p.ids[at + 1] = v;
+    } else {
+        return Err(Errno::EPERM);
+    }
+    Ok(0)
+}
+
+/// `setuid(uid)`.
+pub fn setuid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_one(p, 0, a[0])
+}
+
+/// `setgid(gid)`.
+pub fn setgid(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    set_one(p, 2, a[0])
+}
+
 const PRIO_PROCESS: u64 = 0;
 const PRIO_PGRP: u64 = 1;
 const PRIO_USER: u64 = 2;

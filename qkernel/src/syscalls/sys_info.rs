@@ -14,6 +14,7 @@ use crate::fs::{Backing, host};
 use crate::hostcall;
 use crate::mm::uaccess;
 use crate::process::Process;
+use crate::task::{self, cpu, cpu::Times};
 use crate::time;
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -53,32 +54,52 @@ const RUSAGE_SELF: i32 = 0;
 const RUSAGE_CHILDREN: i32 = -1;
 const RUSAGE_THREAD: i32 = 1;
 
-/// `getrusage(who, usage)`: CPU time as `cputime` measures it, the
-/// resident set from the page allocator; no children.
-pub fn getrusage(p: &mut Process, a: &[u64; 6]) -> SysResult {
+/// A `struct rusage` with CPU times `t` and the largest resident set
+/// `maxrss_kb`; the other counters are 0.
+pub(super) fn rusage(t: Times, maxrss_kb: u64) -> [u8; 144] {
     let mut buf = [0u8; 144];
-    match a[0] as i32 {
-        RUSAGE_SELF | RUSAGE_THREAD => {
-            let (user, sys) = cputime::user_sys_ns();
-            let (_, _, used) = procfs::memory();
-            let [us, uu] = timeval(user);
-            let [ss, su] = timeval(sys);
-            put_u64s(&mut buf, 0, &[us, uu, ss, su, used >> 10]);
-        }
-        RUSAGE_CHILDREN => {}
+    let [us, uu] = timeval(t.user);
+    let [ss, su] = timeval(t.sys);
+    put_u64s(&mut buf, 0, &[us, uu, ss, su, maxrss_kb]);
+    buf
+}
+
+/// `getrusage(who, usage)`: the CPU time `task::cpu` charged to the
+/// process, the thread or the reaped children; the resident set from the
+/// page allocator.
+pub fn getrusage(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let g = task::current_tgid();
+    let buf = match a[0] as i32 {
+        RUSAGE_SELF => rusage(cpu::group_times(g), procfs::memory().2 >> 10),
+        RUSAGE_THREAD => rusage(
+            cpu::task_times(task::current_pid()).0,
+            procfs::memory().2 >> 10,
+        ),
+        RUSAGE_CHILDREN => rusage(cpu::children_times(g), 0),
         _ => return Err(Errno::EINVAL),
-    }
+    };
     uaccess::copy_out(&mut p.mm, a[1], &buf)?;
     Ok(0)
 }
 
-/// `times(buf)`: CPU times in clock ticks; returns ticks since boot.
+/// `times(buf)`: the process's and its reaped children's CPU times in
+/// clock ticks; returns ticks since boot.
 pub fn times(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let tick = NS_PER_S / USER_HZ;
     if a[0] != 0 {
-        let (user, sys) = cputime::user_sys_ns();
+        let g = task::current_tgid();
+        let (me, kids) = (cpu::group_times(g), cpu::children_times(g));
         let mut buf = [0u8; 32];
-        put_u64s(&mut buf, 0, &[user / tick, sys / tick, 0, 0]);
+        put_u64s(
+            &mut buf,
+            0,
+            &[
+                me.user / tick,
+                me.sys / tick,
+                kids.user / tick,
+                kids.sys / tick,
+            ],
+        );
         uaccess::copy_out(&mut p.mm, a[0], &buf)?;
     }
     Ok((time::uptime_ns() / tick) as usize)
@@ -127,6 +148,8 @@ const SYSFS_MAGIC: u64 = 0x6265_6572;
 
 /// Linux's `PIPEFS_MAGIC`: the filesystem of guest pipes.
 const PIPEFS_MAGIC: u64 = 0x5049_5045;
+/// Linux's `SOCKFS_MAGIC`: the filesystem of sockets.
+const SOCKFS_MAGIC: u64 = 0x534f_434b;
 
 /// The `struct statfs` of the kernel's own filesystem holding absolute
 /// path `abs` (`/proc`, `/dev` or `/sys`).
@@ -186,6 +209,7 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
         }
         Backing::Special(_) => kernel_statfs(&f.path),
         Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
+        Backing::Netlink(_) => statfs_buf(SOCKFS_MAGIC, false),
     })
 }
 

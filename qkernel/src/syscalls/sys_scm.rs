@@ -210,6 +210,10 @@ pub fn recv_with_control(
     let n = host_transfer(p, bufs, false, |iov, _| {
         host::msg_ctl(hfd, iov, Some(&mut addr), io_flags, Some(&mut ctl))
     })?;
+    // The VMM receives with MSG_CMSG_CLOEXEC (its own copies of the fds),
+    // which the host reports back in msg_flags: the program sees it only
+    // if it asked for it, as on Linux.
+    addr.pad = (addr.pad & !(MSG_CMSG_CLOEXEC as u32)) | (flags & MSG_CMSG_CLOEXEC) as u32;
     let count = (ctl.count as usize).min(MSG_MAX_FDS);
     // How many fit the user's buffer.
     let fit = (room as usize).saturating_sub(CMSG_HDR) / 4;

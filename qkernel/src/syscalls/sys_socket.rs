@@ -1,6 +1,7 @@
 //! Socket syscalls over host sockets in the sandbox's network namespace
 //! (`AF_INET`, `AF_INET6`, `AF_UNIX`; others get `EAFNOSUPPORT` from the
-//! VMM). Data moves in place; addresses and options cross as small kernel
+//! VMM), and `NETLINK_ROUTE` sockets kept in the guest (`fs::netlink`).
+//! Data moves in place; addresses and options cross as small kernel
 //! records.
 
 use alloc::sync::Arc;
@@ -9,6 +10,7 @@ use qlib::io_abi::{SockAddr, fd as fdop, io, new};
 
 use super::rw::{UserBuf, host_transfer, user_iovec_array};
 use crate::errno::{Errno, SysResult};
+use crate::fs::netlink::{self, Netlink};
 use crate::fs::{Backing, File, HostKind, O_NONBLOCK, O_RDWR, host};
 use crate::mm::uaccess;
 use crate::process::Process;
@@ -48,10 +50,117 @@ fn install(p: &mut Process, host_fd: i32, flags: u64) -> SysResult {
     p.files.insert(file, flags & SOCK_CLOEXEC != 0)
 }
 
+/// The guest netlink socket at `fd`, if that is what it is.
+fn nl(p: &Process, fd: u64) -> Option<Arc<File>> {
+    p.files
+        .get(fd)
+        .ok()
+        .filter(|f| f.netlink().is_some())
+        .cloned()
+}
+
+const SOCK_DGRAM: u64 = 2;
+const SOCK_RAW: u64 = 3;
+const MSG_PEEK: u64 = 0x2;
+const MSG_TRUNC: u64 = 0x20;
+/// Longest netlink request taken.
+const NL_SEND_MAX: u64 = 64 << 10;
+
+/// A `NETLINK_ROUTE` socket of the guest's (`SOCK_RAW` or `SOCK_DGRAM`).
+fn netlink_socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[1] & 0xf != SOCK_RAW && a[1] & 0xf != SOCK_DGRAM {
+        return Err(Errno::ESOCKTNOSUPPORT);
+    }
+    if a[2] != netlink::NETLINK_ROUTE {
+        return Err(Errno::EPROTONOSUPPORT);
+    }
+    let n = Netlink::new();
+    let name = alloc::format!("socket:[{}]", n.ino());
+    let status = O_RDWR
+        | if a[1] & SOCK_NONBLOCK != 0 {
+            O_NONBLOCK
+        } else {
+            0
+        };
+    let file = File::new(Backing::Netlink(n), status, name);
+    p.files.insert(file, a[1] & SOCK_CLOEXEC != 0)
+}
+
+/// The `nl_pid` a netlink datagram is sent to (`EINVAL`: not a
+/// `sockaddr_nl`).
+fn nl_dest(addr: &SockAddr) -> Result<u32, Errno> {
+    let b = &addr.bytes;
+    if addr.len < 12 || u16::from_ne_bytes([b[0], b[1]]) != netlink::AF_NETLINK {
+        return Err(Errno::EINVAL);
+    }
+    Ok(u32::from_ne_bytes([b[4], b[5], b[6], b[7]]))
+}
+
+/// A `SockAddr` holding the kernel's `sockaddr_nl` (port `port`).
+fn nl_addr(port: u32) -> SockAddr {
+    let mut a = SockAddr::default();
+    a.bytes[..12].copy_from_slice(&netlink::sockaddr_nl(port));
+    a.len = 12;
+    a
+}
+
+/// Sends `bufs` as one datagram on netlink socket `n`.
+fn nl_send(p: &mut Process, n: &Netlink, bufs: &[UserBuf], dest: Option<u32>) -> SysResult {
+    let total = bufs.iter().map(|b| b.1).sum::<u64>();
+    if total > NL_SEND_MAX {
+        return Err(Errno::EMSGSIZE);
+    }
+    let mut data = alloc::vec![0u8; total as usize];
+    let mut at = 0;
+    for &(addr, len) in bufs {
+        uaccess::copy_in(&mut p.mm, addr, &mut data[at..at + len as usize])?;
+        at += len as usize;
+    }
+    n.send(&data, dest)
+}
+
+/// Receives a datagram of netlink socket `n` into `bufs`: the bytes
+/// copied (the datagram's length with `MSG_TRUNC`) and the sender (the
+/// kernel), whose `pad` carries `MSG_TRUNC` if it did not fit.
+fn nl_recv(
+    p: &mut Process,
+    n: &Netlink,
+    bufs: &[UserBuf],
+    flags: u64,
+) -> Result<(usize, SockAddr), Errno> {
+    let d = n.recv(flags & MSG_PEEK != 0)?;
+    let mut at = 0;
+    for &(addr, len) in bufs {
+        let k = (len as usize).min(d.len() - at);
+        if k == 0 {
+            continue;
+        }
+        uaccess::copy_out(&mut p.mm, addr, &d[at..at + k])?;
+        at += k;
+    }
+    let mut from = nl_addr(0);
+    if at < d.len() {
+        from.pad = MSG_TRUNC as u32;
+    }
+    Ok((if flags & MSG_TRUNC != 0 { d.len() } else { at }, from))
+}
+
+/// `read`/`write` on a netlink socket.
+pub(super) fn netlink_rw(p: &mut Process, n: &Netlink, bufs: &[UserBuf], write: bool) -> SysResult {
+    if write {
+        nl_send(p, n, bufs, None)
+    } else {
+        nl_recv(p, n, bufs, 0).map(|(k, _)| k)
+    }
+}
+
 /// `socket(domain, type, protocol)`.
 pub fn socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[1] & !(0xf | SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
+    }
+    if a[0] == u64::from(netlink::AF_NETLINK) {
+        return netlink_socket(p, a);
     }
     let fd = host::new_fd(new::SOCKET, a[0], a[1] & 0xf, a[2])?;
     install(p, fd, a[1])
@@ -121,6 +230,12 @@ fn write_addr(p: &mut Process, va: u64, len_va: u64, addr: &SockAddr) -> Result<
 
 /// `bind(fd, addr, len)`.
 pub fn bind(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if let Some(f) = nl(p, a[0]) {
+        let addr = read_addr(p, a[1], a[2])?;
+        let n = f.netlink().ok_or(Errno::ENOTSOCK)?;
+        n.bind(&addr.bytes[..addr.len as usize])?;
+        return Ok(0);
+    }
     let (_, fd) = sock(p, a[0])?;
     let mut addr = read_addr(p, a[1], a[2])?;
     host::fd_op_addr(fdop::BIND, fd, &mut addr, 0)
@@ -128,6 +243,14 @@ pub fn bind(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `connect(fd, addr, len)`.
 pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if nl(p, a[0]).is_some() {
+        // Only the kernel (port 0) answers.
+        let addr = read_addr(p, a[1], a[2])?;
+        return match nl_dest(&addr)? {
+            0 => Ok(0),
+            _ => Err(Errno::ECONNREFUSED),
+        };
+    }
     let (f, fd) = sock(p, a[0])?;
     let mut addr = read_addr(p, a[1], a[2])?;
     if f.nonblocking() {
@@ -150,6 +273,9 @@ pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `listen(fd, backlog)`.
 pub fn listen(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if nl(p, a[0]).is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
     let (_, fd) = sock(p, a[0])?;
     let r = host::fd_op(fdop::LISTEN, fd, a[1], 0, 0, 0)?;
     crate::task::park::listening(fd);
@@ -158,6 +284,9 @@ pub fn listen(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `shutdown(fd, how)`.
 pub fn shutdown(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if nl(p, a[0]).is_some() {
+        return Ok(0);
+    }
     let (_, fd) = sock(p, a[0])?;
     host::fd_op(fdop::SHUTDOWN, fd, a[1], 0, 0, 0)
 }
@@ -166,6 +295,9 @@ pub fn shutdown(p: &mut Process, a: &[u64; 6]) -> SysResult {
 pub fn accept4(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[3] & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
         return Err(Errno::EINVAL);
+    }
+    if nl(p, a[0]).is_some() {
+        return Err(Errno::EOPNOTSUPP);
     }
     let (f, fd) = sock(p, a[0])?;
     let mut addr = SockAddr::default();
@@ -196,6 +328,16 @@ pub fn accept(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `getsockname(fd, addr, addrlen)` and `getpeername` (`peer`).
 fn name(p: &mut Process, a: &[u64; 6], op: u64) -> SysResult {
+    if let Some(f) = nl(p, a[0]) {
+        let port = match f.netlink() {
+            Some(n) if op == fdop::GETSOCKNAME => {
+                u32::from_ne_bytes(n.name()[4..8].try_into().map_err(|_| Errno::EINVAL)?)
+            }
+            _ => 0,
+        };
+        write_addr(p, a[1], a[2], &nl_addr(port))?;
+        return Ok(0);
+    }
     let (_, fd) = sock(p, a[0])?;
     let mut addr = SockAddr::default();
     host::fd_op_addr(op, fd, &mut addr, 0)?;
@@ -213,8 +355,17 @@ pub fn getpeername(p: &mut Process, a: &[u64; 6]) -> SysResult {
     name(p, a, fdop::GETPEERNAME)
 }
 
-/// `setsockopt(fd, level, name, value, len)`.
+/// `setsockopt(fd, level, name, value, len)`; on a netlink socket the
+/// options are taken and change nothing.
 pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if nl(p, a[0]).is_some() {
+        if a[4] > 256 {
+            return Err(Errno::EINVAL);
+        }
+        let mut buf = alloc::vec![0u8; a[4] as usize];
+        uaccess::copy_in(&mut p.mm, a[3], &mut buf)?;
+        return Ok(0);
+    }
     let (_, fd) = sock(p, a[0])?;
     if a[4] > 256 {
         return Err(Errno::EINVAL);
@@ -224,8 +375,32 @@ pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)
 }
 
+/// A netlink socket's `SOL_SOCKET` option `name` (`ENOPROTOOPT`: not
+/// kept).
+fn nl_sockopt(level: u64, name: u64) -> Result<i32, Errno> {
+    const SOL_SOCKET: u64 = 1;
+    match (level, name) {
+        (SOL_SOCKET, 3) => Ok(SOCK_RAW as i32), // SO_TYPE
+        (SOL_SOCKET, 7 | 8) => Ok(212_992),     // SO_SNDBUF, SO_RCVBUF
+        (SOL_SOCKET, 38) => Ok(netlink::NETLINK_ROUTE as i32), // SO_PROTOCOL
+        (SOL_SOCKET, 39) => Ok(i32::from(netlink::AF_NETLINK)), // SO_DOMAIN
+        (SOL_SOCKET, 4) => Ok(0),               // SO_ERROR
+        _ => Err(Errno::ENOPROTOOPT),
+    }
+}
+
 /// `getsockopt(fd, level, name, value, len)`.
 pub fn getsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if nl(p, a[0]).is_some() {
+        let v = nl_sockopt(a[1], a[2])?;
+        let room: u32 = uaccess::read(&mut p.mm, a[4])?;
+        if room < 4 {
+            return Err(Errno::EINVAL);
+        }
+        uaccess::write(&mut p.mm, a[3], &v)?;
+        uaccess::write(&mut p.mm, a[4], &4u32)?;
+        return Ok(0);
+    }
     let (_, fd) = sock(p, a[0])?;
     let room: u32 = uaccess::read(&mut p.mm, a[4])?;
     let mut buf = alloc::vec![0u8; (room as usize).min(256)];
@@ -243,6 +418,10 @@ fn send(
     addr: Option<SockAddr>,
     flags: u64,
 ) -> SysResult {
+    if let Some(f) = nl(p, fd) {
+        let dest = addr.as_ref().map(nl_dest).transpose()?;
+        return nl_send(p, f.netlink().ok_or(Errno::ENOTSOCK)?, bufs, dest);
+    }
     let (f, hfd) = sock(p, fd)?;
     let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
     let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
@@ -273,6 +452,9 @@ fn recv(
     bufs: &[UserBuf],
     flags: u64,
 ) -> Result<(usize, SockAddr), Errno> {
+    if let Some(f) = nl(p, fd) {
+        return nl_recv(p, f.netlink().ok_or(Errno::ENOTSOCK)?, bufs, flags);
+    }
     let (f, hfd) = sock(p, fd)?;
     let mut io_flags = (flags & !MSG_DONTWAIT) << 32;
     let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
@@ -338,7 +520,7 @@ pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let iovlen: u64 = uaccess::read(&mut p.mm, a[1] + 24)?;
     let bufs = user_iovec_array(p, iov, iovlen)?;
     let control: u64 = uaccess::read(&mut p.mm, a[1] + 32)?;
-    let (n, addr) = if control != 0 {
+    let (n, addr) = if control != 0 && nl(p, a[0]).is_none() {
         let (f, hfd) = sock(p, a[0])?;
         super::sys_scm::recv_with_control(p, &f, hfd, &bufs, a[2], a[1])?
     } else {
@@ -347,7 +529,7 @@ pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if name != 0 {
         write_addr(p, name, a[1] + 8, &addr)?;
     }
-    if control == 0 {
+    if control == 0 || nl(p, a[0]).is_some() {
         uaccess::write(&mut p.mm, a[1] + 40, &0u64)?; // msg_controllen
     }
     uaccess::write(&mut p.mm, a[1] + 48, &addr.pad)?; // msg_flags

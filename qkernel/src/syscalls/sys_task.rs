@@ -204,12 +204,12 @@ pub fn wait4(p: &mut Process, a: &[u64; 6]) -> SysResult {
         n => Which::Pid(n as u32),
     };
     match wait::reap(which, false)? {
-        Some((pid, st)) => {
+        Some((pid, st, used)) => {
             if a[1] != 0 {
                 uaccess::write(&mut p.mm, a[1], &st.wait_status())?;
             }
             if a[3] != 0 {
-                uaccess::copy_out(&mut p.mm, a[3], &[0u8; 144])?;
+                uaccess::copy_out(&mut p.mm, a[3], &super::sys_info::rusage(used, 0))?;
             }
             Ok(pid as usize)
         }
@@ -246,7 +246,7 @@ pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
         };
     }
     match wait::reap(which, options & WNOWAIT != 0)? {
-        Some((pid, st)) => {
+        Some((pid, st, used)) => {
             if a[2] != 0 {
                 let (code, status) = wait::cld(st);
                 let mut info = [0u8; 128];
@@ -258,7 +258,7 @@ pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 uaccess::copy_out(&mut p.mm, a[2], &info)?;
             }
             if a[4] != 0 {
-                uaccess::copy_out(&mut p.mm, a[4], &[0u8; 144])?;
+                uaccess::copy_out(&mut p.mm, a[4], &super::sys_info::rusage(used, 0))?;
             }
             Ok(0)
         }

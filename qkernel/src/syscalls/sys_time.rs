@@ -17,14 +17,95 @@ const CLOCK_MONOTONIC_COARSE: u64 = 6;
 const CLOCK_BOOTTIME: u64 = 7;
 const TIMER_ABSTIME: u64 = 1;
 
+/// A CPU-time clock: whose and which time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CpuClock {
+    /// Thread id (`thread`) or process id; 0: the caller's.
+    pid: u32,
+    thread: bool,
+    /// `CPUCLOCK_PROF` (user + system), `CPUCLOCK_VIRT` (user) or
+    /// `CPUCLOCK_SCHED` (all the CPU time).
+    which: u32,
+}
+
+const CPUCLOCK_PROF: u32 = 0;
+const CPUCLOCK_VIRT: u32 = 1;
+const CPUCLOCK_SCHED: u32 = 2;
+/// `CPUCLOCK_PERTHREAD_MASK`.
+const CPUCLOCK_PERTHREAD: i32 = 4;
+
+/// Decodes a CPU-time clock id: the two fixed ones, or a dynamic one as
+/// `clock_getcpuclockid` (`~pid << 3 | which`) and
+/// `pthread_getcpuclockid` (`~tid << 3 | 4 | which`) make them.
+fn cpu_clock(clock: u64) -> Option<CpuClock> {
+    // `clockid_t` is an int: the upper half of the register is not the
+    // caller's (a 32-bit move leaves it 0, as glibc's calls do).
+    let id = clock as u32 as i32;
+    match u64::from(id as u32) {
+        CLOCK_PROCESS_CPUTIME_ID => {
+            return Some(CpuClock {
+                pid: 0,
+                thread: false,
+                which: CPUCLOCK_SCHED,
+            });
+        }
+        CLOCK_THREAD_CPUTIME_ID => {
+            return Some(CpuClock {
+                pid: 0,
+                thread: true,
+                which: CPUCLOCK_SCHED,
+            });
+        }
+        _ => {}
+    }
+    if id >= 0 || id & 3 == 3 {
+        return None;
+    }
+    Some(CpuClock {
+        pid: !(id >> 3) as u32,
+        thread: id & CPUCLOCK_PERTHREAD != 0,
+        which: (id & 3) as u32,
+    })
+}
+
+/// The time of CPU clock `c`, as Linux's `lookup_task`: a thread clock
+/// names the caller or a thread of its process, a process clock any
+/// process (or thread: its process) that exists; else `EINVAL`.
+fn cpu_clock_ns(c: CpuClock) -> Result<u64, Errno> {
+    use crate::task::{self, cpu};
+    let times = if c.thread {
+        let tid = if c.pid == 0 {
+            task::current_pid()
+        } else {
+            c.pid
+        };
+        if tid != task::current_pid() && task::wait::group_of(tid) != Some(task::current_tgid()) {
+            return Err(Errno::EINVAL);
+        }
+        cpu::task_times(tid).0
+    } else {
+        let g = if c.pid == 0 {
+            task::current_tgid()
+        } else {
+            task::wait::group_of(c.pid).ok_or(Errno::EINVAL)?
+        };
+        cpu::group_times(g)
+    };
+    Ok(match c.which {
+        CPUCLOCK_VIRT => times.user,
+        // PROF and SCHED: Linux's SCHED counts runtime, here the same.
+        CPUCLOCK_PROF | CPUCLOCK_SCHED => times.total(),
+        _ => return Err(Errno::EINVAL),
+    })
+}
+
 fn clock_ns(clock: u64) -> Result<u64, Errno> {
-    Ok(match clock {
+    Ok(match u64::from(clock as u32) {
         CLOCK_REALTIME | CLOCK_REALTIME_COARSE => time::realtime_ns(),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => {
             time::monotonic_ns()
         }
-        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => time::cputime_ns(),
-        _ => return Err(Errno::EINVAL),
+        _ => return cpu_clock_ns(cpu_clock(clock).ok_or(Errno::EINVAL)?),
     })
 }
 
@@ -151,33 +232,43 @@ fn put_itimerval(p: &mut Process, addr: u64, (value, interval): (u64, u64)) -> R
     put_timeval(p, addr + 16, value)
 }
 
-/// Only `ITIMER_REAL` is kept; `ITIMER_VIRTUAL` and `ITIMER_PROF` (CPU
-/// time) get `EINVAL` rather than a timer that never fires.
-fn check_which(which: u64) -> Result<(), Errno> {
-    if which != ITIMER_REAL {
-        log::warn!("itimer {which}: only ITIMER_REAL is supported (EINVAL)");
-        return Err(Errno::EINVAL);
+const ITIMER_VIRTUAL: u64 = 1;
+const ITIMER_PROF: u64 = 2;
+
+/// Which interval timer: the real-time one (`None`) or a CPU-time one.
+fn which_timer(which: u64) -> Result<Option<crate::task::cpu::Which>, Errno> {
+    use crate::task::cpu::Which;
+    match which {
+        ITIMER_REAL => Ok(None),
+        ITIMER_VIRTUAL => Ok(Some(Which::Virtual)),
+        ITIMER_PROF => Ok(Some(Which::Prof)),
+        _ => Err(Errno::EINVAL),
     }
-    Ok(())
 }
 
 /// `getitimer(which, curr)`.
 pub fn getitimer(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    check_which(a[0])?;
-    put_itimerval(p, a[1], crate::itimer::get())?;
+    let cur = match which_timer(a[0])? {
+        None => crate::itimer::get(),
+        Some(w) => crate::task::cpu::get_timer(w),
+    };
+    put_itimerval(p, a[1], cur)?;
     Ok(0)
 }
 
 /// `setitimer(which, new, old)`: a null `new` disarms, as on Linux.
 pub fn setitimer(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    check_which(a[0])?;
+    let which = which_timer(a[0])?;
     let (interval, value) = if a[1] == 0 {
         (0, 0)
     } else {
         (get_timeval(p, a[1])?, get_timeval(p, a[1] + 16)?)
     };
     // As on Linux, the timer is set even if `old` then faults.
-    let old = crate::itimer::set(value, interval);
+    let old = match which {
+        None => crate::itimer::set(value, interval),
+        Some(w) => crate::task::cpu::set_timer(w, value, interval),
+    };
     if a[2] != 0 {
         put_itimerval(p, a[2], old)?;
     }

@@ -15,6 +15,7 @@
 //! Lock order: `process::PROCESS`, then [`KERNEL`]. No lock is held
 //! across a switch.
 
+pub mod cpu;
 pub mod fork;
 pub mod futex;
 pub mod kstack;
@@ -118,6 +119,9 @@ pub struct Task {
     pub exit_signal: u32,
     /// The parent blocked in `vfork` until this child execs or exits.
     pub vfork_parent: Option<u32>,
+    /// A zombie leader's name (`comm`), kept from its process, which is
+    /// gone (`/proc/<pid>/stat` and `status` still show it, as Linux).
+    pub comm: [u8; 16],
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -182,6 +186,7 @@ pub fn init() {
         sig: SigState::save(),
         exit_signal: crate::signal::SIGCHLD,
         vfork_parent: None,
+        comm: [0; 16],
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);
@@ -349,6 +354,7 @@ pub fn exec_single_thread() {
         return;
     };
     wait::detach(g);
+    cpu::exec_takes_over(me, g);
     t.pid = g;
     t.ppid = leader.ppid;
     t.pgid = leader.pgid;
@@ -373,6 +379,15 @@ pub fn signal_init_from_host(sig: u32) {
         sig,
         crate::signal::Info::user(crate::signal::SI_USER, 0, 0),
     );
+}
+
+/// Makes the running task runnable if it is blocked: it waits in the
+/// scheduler's idle loop (it blocked last, nothing runs) and a signal
+/// came for it there (a timer went off). No-op if the table is busy.
+pub fn wake_current() {
+    if let Some(mut k) = KERNEL.try_lock() {
+        sched::wake(&mut k, current_pid());
+    }
 }
 
 /// A process-directed `sig` to the running group that the running thread

@@ -152,6 +152,7 @@ pub fn switch(next: u32) {
     }
     // The stack being left must not have overflowed (`arch::kstack`).
     arch::kstack::check_current();
+    super::cpu::switch_out();
     if crate::control::on_control_stack() {
         // Control requests never switch tasks (`control`): the control
         // stack would be reused under the switched-out task.
@@ -247,6 +248,7 @@ fn finish_switch() {
     }
     if let Some(pid) = AUTO_REAP.lock().take() {
         KERNEL.lock().tasks.remove(&pid);
+        super::cpu::task_removed(pid);
     }
 }
 

@@ -36,6 +36,9 @@ enum Kind {
     Wake,
     /// `ITIMER_REAL`: `SIGALRM`, then again every `interval` ns (0: once).
     Alarm { interval: u64 },
+    /// The soonest a CPU timer (`ITIMER_VIRTUAL`, `ITIMER_PROF`) of
+    /// process `pid` could run out: checked then (`task::cpu`).
+    CpuCheck,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -49,8 +52,9 @@ static QUEUE: Mutex<Vec<Timer>> = Mutex::new(Vec::new());
 /// The deadline the VMM's alarm is armed for (0: disarmed).
 static HOST_ALARM: Mutex<u64> = Mutex::new(0);
 
+/// Whether the VMM's alarm must go off for `t` (not only the idle wait).
 fn is_alarm(t: &Timer) -> bool {
-    matches!(t.kind, Kind::Alarm { .. })
+    matches!(t.kind, Kind::Alarm { .. } | Kind::CpuCheck)
 }
 
 /// Arms (or moves) `pid`'s wake-up at `deadline` (`NEVER`: disarms).
@@ -103,7 +107,7 @@ pub fn set_alarm(pid: u32, value: u64, interval: u64) -> (u64, u64) {
     let old = alarm(pid);
     {
         let mut q = QUEUE.lock();
-        q.retain(|t| t.pid != pid || !is_alarm(t));
+        q.retain(|t| t.pid != pid || !matches!(t.kind, Kind::Alarm { .. }));
         if value != 0 {
             q.push(Timer {
                 deadline: time::monotonic_ns().saturating_add(value),
@@ -114,6 +118,23 @@ pub fn set_alarm(pid: u32, value: u64, interval: u64) -> (u64, u64) {
     }
     arm_host_alarm();
     old
+}
+
+/// Arms (or moves, or with `None` drops) process `tgid`'s CPU timer
+/// check (`task::cpu`).
+pub fn set_cpu_check(tgid: u32, deadline: Option<u64>) {
+    {
+        let mut q = QUEUE.lock();
+        q.retain(|t| t.pid != tgid || t.kind != Kind::CpuCheck);
+        if let Some(deadline) = deadline {
+            q.push(Timer {
+                deadline,
+                pid: tgid,
+                kind: Kind::CpuCheck,
+            });
+        }
+    }
+    arm_host_alarm();
 }
 
 /// `pid` ended: its timers go (a new process never inherits them; `fork`
@@ -170,6 +191,7 @@ pub fn run_expired() {
     let now = time::monotonic_ns();
     let mut wakes: Vec<u32> = Vec::new();
     let mut alarms: Vec<u32> = Vec::new();
+    let mut checks: Vec<u32> = Vec::new();
     {
         let mut q = QUEUE.lock();
         let mut i = 0;
@@ -184,6 +206,10 @@ pub fn run_expired() {
                     wakes.push(t.pid);
                     q.swap_remove(i);
                 }
+                Kind::CpuCheck => {
+                    checks.push(t.pid);
+                    q.swap_remove(i);
+                }
                 Kind::Alarm { interval } => {
                     alarms.push(t.pid);
                     if let Some(missed) = (now - t.deadline).checked_div(interval) {
@@ -196,7 +222,7 @@ pub fn run_expired() {
             }
         }
     }
-    if !alarms.is_empty() {
+    if !alarms.is_empty() || !checks.is_empty() {
         // The host alarm went off (or is about to): arm the next one.
         *HOST_ALARM.lock() = u64::MAX;
         arm_host_alarm();
@@ -214,6 +240,9 @@ pub fn run_expired() {
         } else if super::wait::send_to_group(pid, SIGALRM, info).is_err() {
             log::debug!("SIGALRM for pid {pid}, which is gone");
         }
+    }
+    for g in checks {
+        super::cpu::check(g);
     }
 }
 

@@ -128,6 +128,7 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
     for p in pids {
         detach(p);
         k.tasks.remove(&p);
+        super::cpu::task_removed(p);
     }
 }
 
@@ -136,6 +137,7 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
     let proc = PROCESS.lock().take();
+    let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
     if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
         // switch, when CR3 no longer names them. Only the address space
@@ -147,6 +149,9 @@ pub fn exit_group(st: Status) -> ! {
     }
     let mut k = KERNEL.lock();
     remove_threads(&mut k, g, me);
+    if let Some(l) = k.tasks.get_mut(&g) {
+        l.comm = comm;
+    }
     if me != g {
         detach(me);
         if let Some(t) = k.tasks.get_mut(&me) {
@@ -157,6 +162,7 @@ pub fn exit_group(st: Status) -> ! {
         }
         if zombify(&mut k, g, st) {
             k.tasks.remove(&g);
+            super::cpu::task_removed(g);
         }
         sched::set_auto_reap(me);
     } else if zombify(&mut k, me, st) {
@@ -233,10 +239,12 @@ fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     let proc = t.proc.take();
     t.kstack = None;
     if let Some(p) = proc {
+        t.comm = p.comm;
         free_process(p);
     }
     if zombify(k, g, Status::Killed(sig)) {
         k.tasks.remove(&g);
+        super::cpu::task_removed(g);
     }
 }
 
@@ -345,9 +353,10 @@ impl Which {
     }
 }
 
-/// A reaped (or, with `keep`, only looked-at) child: pid and status.
-/// `Ok(None)`: children exist, none has ended. `ECHILD`: no such child.
-pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status)>, Errno> {
+/// A reaped (or, with `keep`, only looked-at) child: pid, status and
+/// the CPU time it and its reaped children used. `Ok(None)`: children
+/// exist, none has ended. `ECHILD`: no such child.
+pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status, super::cpu::Times)>, Errno> {
     let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let mut any = false;
@@ -365,14 +374,19 @@ pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status)>, Errno> {
     if !any {
         return Err(Errno::ECHILD);
     }
-    if let Some((pid, _)) = found
-        && !keep
-    {
-        let t: Option<Box<Task>> = k.tasks.remove(&pid);
+    let Some((pid, st)) = found else {
+        return Ok(None);
+    };
+    if keep {
         drop(k);
-        drop(t);
+        let mut t = super::cpu::group_times(pid);
+        t.add(super::cpu::children_times(pid));
+        return Ok(Some((pid, st, t)));
     }
-    Ok(found)
+    let t: Option<Box<Task>> = k.tasks.remove(&pid);
+    drop(k);
+    drop(t);
+    Ok(Some((pid, st, super::cpu::reaped(pid, me))))
 }
 
 /// The process group of the running task.

@@ -7,6 +7,7 @@ mod fds;
 mod fifo;
 mod files;
 mod net;
+mod netifs;
 mod sys;
 mod unix;
 mod wait;
@@ -195,6 +196,7 @@ impl<'a> HostCalls<'a> {
             // The wake itself is `on_guest_resume` below.
             Some(Call::Wake) => 0,
             Some(Call::WindowGone) => self.window_gone(a[0], a[1]),
+            Some(Call::NetIfaces) => self.net_ifaces(a[0]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
