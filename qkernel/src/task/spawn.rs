@@ -296,7 +296,7 @@ fn insert(p: Process, id: u64, entry: &loader::Entry) -> Result<u32, Errno> {
         rsp,
         fs_base: 0,
         gs_base: 0,
-        fpu: Box::new(FpuState(arch::clean_fpu_image())),
+        fpu: FpuState::clean(),
         proc: Some(p),
         thread: crate::process::ThreadFields::new_thread(0, None),
         sig: SigState {
