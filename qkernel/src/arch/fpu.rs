@@ -26,7 +26,11 @@ pub const AREA_SIZE: usize = 4096;
 /// XCR0 bit of PKRU: never saved or restored (`wrpkru` kills the VM here).
 const PKRU: u64 = 1 << 9;
 /// x87 and SSE: always part of the state.
-const LEGACY: u64 = 3;
+pub const LEGACY: u64 = 3;
+/// The FXSAVE (legacy) area.
+pub const FXSAVE_SIZE: usize = 512;
+/// End of the XSAVE header (64 bytes after the legacy area).
+const XSAVE_HEADER_END: usize = 576;
 
 /// One saved register state (the FXSAVE layout in the first 512 bytes,
 /// then the XSAVE header and the extended components at their CPUID
@@ -35,32 +39,48 @@ const LEGACY: u64 = 3;
 #[derive(Clone)]
 pub struct FpuState(pub [u8; AREA_SIZE]);
 
-/// The XSAVE components saved (0: no XSAVE, `fxsave64` is used).
-static MASK: spin::Once<u64> = spin::Once::new();
+/// The XSAVE components saved (0: no XSAVE, `fxsave64` is used) and the
+/// size of their area (512 without XSAVE).
+static SETUP: spin::Once<(u64, usize)> = spin::Once::new();
 
-/// The components this kernel saves: XCR0 less PKRU and less what does
-/// not fit in [`AREA_SIZE`]; 0 when the CPU does not report OSXSAVE.
-pub fn mask() -> u64 {
-    *MASK.call_once(|| {
+fn setup() -> (u64, usize) {
+    *SETUP.call_once(|| {
         let osxsave = super::cpuid(1).2 >> 27 & 1 == 1;
         if !osxsave {
-            return 0;
+            return (0, FXSAVE_SIZE);
         }
         let xcr0 = xgetbv0();
         let mut m = (xcr0 & !PKRU) | LEGACY;
+        // The legacy area and the XSAVE header.
+        let mut size = XSAVE_HEADER_END;
         for i in 2..63 {
             if m >> i & 1 == 0 {
                 continue;
             }
             let r = core::arch::x86_64::__cpuid_count(0xd, i);
-            if r.ebx as usize + r.eax as usize > AREA_SIZE {
+            let end = r.ebx as usize + r.eax as usize;
+            if end > AREA_SIZE {
                 log::warn!("xsave component {i} ({} bytes) not saved", r.eax);
                 m &= !(1 << i);
+            } else {
+                size = size.max(end);
             }
         }
-        log::debug!("xsave: xcr0 {xcr0:#x}, saving {m:#x}");
-        m
+        log::debug!("xsave: xcr0 {xcr0:#x}, saving {m:#x} ({size} bytes)");
+        (m, size)
     })
+}
+
+/// The components this kernel saves: XCR0 less PKRU and less what does
+/// not fit in [`AREA_SIZE`]; 0 when the CPU does not report OSXSAVE.
+pub fn mask() -> u64 {
+    setup().0
+}
+
+/// Bytes of the saved state that matter: the XSAVE area of [`mask`]'s
+/// components (what a signal frame holds), or 512 (FXSAVE).
+pub fn size() -> usize {
+    setup().1
 }
 
 fn xgetbv0() -> u64 {
@@ -86,7 +106,7 @@ static CLEAN: FpuState = {
 impl FpuState {
     /// A zeroed state on the heap (built there: 4 KiB would be a lot for
     /// a kernel stack).
-    fn boxed() -> Box<FpuState> {
+    pub fn boxed() -> Box<FpuState> {
         let b = Box::<FpuState>::new_zeroed();
         // SAFETY: `FpuState` is a byte array, for which all zeroes is a
         // valid value.
@@ -146,6 +166,41 @@ impl FpuState {
             }
         }
     }
+}
+
+impl FpuState {
+    /// Makes a state that came from the program (a signal frame) safe to
+    /// load: MXCSR keeps only the bits the CPU supports, and the XSAVE
+    /// header loads only the components in `features` (and saved here),
+    /// in the standard format with its reserved bytes zero; the other
+    /// components are initialized by the restore. So the restore cannot
+    /// fault.
+    pub fn sanitize(&mut self, features: u64) {
+        let cur = FpuState::current();
+        let mut supported = u32::from_le_bytes(word(&cur.0, 28));
+        if supported == 0 {
+            supported = 0xffbf;
+        }
+        let mxcsr = u32::from_le_bytes(word(&self.0, 24)) & supported;
+        self.0[24..28].copy_from_slice(&mxcsr.to_le_bytes());
+        if mask() != 0 {
+            let bv = u64::from_le_bytes(dword(&self.0, FXSAVE_SIZE)) & features & mask();
+            self.0[FXSAVE_SIZE..XSAVE_HEADER_END].fill(0);
+            self.0[FXSAVE_SIZE..FXSAVE_SIZE + 8].copy_from_slice(&bv.to_le_bytes());
+        }
+    }
+}
+
+fn word(b: &[u8], at: usize) -> [u8; 4] {
+    let mut w = [0; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    w
+}
+
+fn dword(b: &[u8], at: usize) -> [u8; 8] {
+    let mut w = [0; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    w
 }
 
 /// Resets the program's registers to their initial state (`execve`).

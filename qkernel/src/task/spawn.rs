@@ -45,7 +45,7 @@ use crate::mm::addr_space::AddrSpace;
 use crate::process::Process;
 use crate::signal::{self, SigState};
 use crate::syscalls::sys_exec;
-use crate::{arch, hostcall, random};
+use crate::{hostcall, random};
 
 /// Guest pid -> the VMM's id of the order that started it.
 static STARTED: Mutex<BTreeMap<u32, u64>> = Mutex::new(BTreeMap::new());
