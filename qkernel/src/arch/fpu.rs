@@ -36,7 +36,6 @@ const XSAVE_HEADER_END: usize = 576;
 /// then the XSAVE header and the extended components at their CPUID
 /// offsets). 64-byte aligned, as `xsave64` requires.
 #[repr(C, align(64))]
-#[derive(Clone)]
 pub struct FpuState(pub [u8; AREA_SIZE]);
 
 /// The XSAVE components saved (0: no XSAVE, `fxsave64` is used) and the

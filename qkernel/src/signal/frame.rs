@@ -157,7 +157,11 @@ pub fn write(
     }
     let mut buf = [0u64; (FRAME_SIZE / 8) as usize];
     buf[0] = restorer;
-    buf[1] = if xsave { UC_FLAGS | UC_FP_XSTATE } else { UC_FLAGS };
+    buf[1] = if xsave {
+        UC_FLAGS | UC_FP_XSTATE
+    } else {
+        UC_FLAGS
+    };
     buf[2] = 0; // uc_link
     buf[3] = s.stack.0;
     buf[4] = u64::from(s.stack.1 as u32);
