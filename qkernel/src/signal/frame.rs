@@ -7,7 +7,7 @@
 //!                              uc_sigmask (8 bytes)              304 bytes
 //!   frame + 312  siginfo_t     128 bytes
 //!   ...          (padding)
-//!   fpstate      XSAVE area    `fpu::size()` bytes (2,696 with AVX-512;
+//!   fpstate      XSAVE area    `fpu::size()` bytes (2,432 with AVX-512 here;
 //!                              512, FXSAVE, without XSAVE), 64-byte
 //!                              aligned, above the frame, then the
 //!                              4-byte FP_XSTATE_MAGIC2
