@@ -4,7 +4,7 @@
 # apps), busybox-static (compat tests), curl (HTTP server
 # test), wrk (HTTP benchmark), containerd and runc (the OCI tests and the
 # bench's baseline; crun where it runs), nsenter (util-linux), python3 (the
-# demo edits config.json with it), nodejs and go (runtimes.rs), make
+# demo edits config.json with it), nodejs, go and a JDK (runtimes.rs), make
 # (processes.rs builds a C project in the sandbox), the CNI plugins
 # (critest's pod networks), the Rust toolchain and targets pinned by
 # rust-toolchain.toml, and cri-tools' crictl and critest (cri.rs, make
@@ -27,6 +27,7 @@ command -v nsenter >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
 command -v node >/dev/null || need+=(nodejs)
 command -v go >/dev/null || need+=(golang-go)
+command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 command -v make >/dev/null || need+=(make)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 if [ ${#need[@]} -gt 0 ]; then

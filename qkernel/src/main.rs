@@ -111,6 +111,8 @@ mod kernel {
         arch::cpu::init();
         mm::heap::init();
         klog::init(info.log_level);
+        // Which register state tasks save (XSAVE components), decided once.
+        arch::fpu::mask();
         arch::entry::paint_boot_stack();
         crate::control::init();
         if let Err(msg) = time::init(platform) {

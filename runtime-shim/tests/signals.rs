@@ -197,3 +197,22 @@ fn hostile_frames() {
         assert_same(&format!("sig_badframe {mode}"), &native, &sandboxed);
     }
 }
+
+/// A handler that zeroes every YMM, ZMM and opmask register (`avx_state
+/// signal`, 20,000 signals from a raw `tgkill` between the load and the
+/// check of the registers): after `rt_sigreturn` the interrupted code has
+/// its own back, as on Linux, whose signal frame holds the XSAVE state.
+/// Before the frame did (FXSAVE only), only the low 128 bits of XMM0-15
+/// came back and this failed. On a host without AVX both runs print
+/// "no avx" and the test checks nothing more.
+#[test]
+fn handlers_do_not_clobber_avx_registers() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("avx_state");
+    let native = run_native(&prog, &["signal"], &[]);
+    assert_eq!(native.status, 0, "the native run fails: {native:?}");
+    let sandboxed = run_sandboxed(&prog, &["signal"], &[]);
+    assert_same("avx_state signal", &native, &sandboxed);
+}

@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 /// Every program `build.rs` produces, by name.
 pub const ALL: &[&str] = &[
     "args_env",
+    // YMM/ZMM/k registers across preemptive switches and signal handlers
+    // (timeslice.rs, signals.rs).
+    "avx_state",
     "badptr",
     // The bench_* programs are benchmarks for the `bench` harness: they
     // print timings, so unlike the others their output varies by run.

@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod cpu;
 pub mod entry;
+pub mod fpu;
 pub mod kstack;
 pub mod percpu;
 pub mod platform;
@@ -143,30 +144,8 @@ pub fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
     (r.eax, r.ebx, r.ecx, r.edx)
 }
 
-/// The FPU/SSE state a new program starts with (FXSAVE layout): x87
-/// control word 0x37f, MXCSR 0x1f80, every register and tag clear.
-#[repr(C, align(16))]
-struct CleanFpu([u8; 512]);
-
-static CLEAN_FPU: CleanFpu = {
-    let mut a = [0u8; 512];
-    a[0] = 0x7f;
-    a[1] = 0x03;
-    a[24] = 0x80;
-    a[25] = 0x1f;
-    CleanFpu(a)
-};
-
-/// The FXSAVE image a new program starts with (a task's saved state).
-pub fn clean_fpu_image() -> [u8; 512] {
-    CLEAN_FPU.0
-}
-
-/// Resets the program's FPU/SSE registers to their initial state
-/// (`execve`). The kernel itself uses no FPU or SSE register.
+/// Resets the program's FPU/SSE/AVX registers to their initial state
+/// (`execve`). The kernel itself uses no FPU, SSE or AVX register.
 pub fn reset_fpu() {
-    // SAFETY: a 512-byte, 16-byte-aligned FXSAVE image with only
-    // architectural default values (MXCSR 0x1f80 has no reserved bit), so
-    // fxrstor64 cannot fault; CR4.OSFXSR is set at boot.
-    unsafe { asm!("fxrstor64 [{}]", in(reg) CLEAN_FPU.0.as_ptr(), options(nostack, readonly)) };
+    fpu::reset();
 }

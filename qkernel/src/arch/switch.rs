@@ -7,7 +7,7 @@
 //! else a switch changes (the kernel stack top used at entry, CR3, FS/GS
 //! base, FPU state) is done around it by `task::sched`.
 
-use core::arch::{asm, global_asm};
+use core::arch::global_asm;
 
 unsafe extern "C" {
     /// Saves the current context, stores its RSP at `*prev_rsp` and
@@ -90,26 +90,7 @@ pub unsafe fn switch_to(prev_rsp: *mut u64, next_rsp: u64) {
     unsafe { switch_stacks(prev_rsp, next_rsp) }
 }
 
-/// An FXSAVE area: the user's x87/SSE registers (CR4.OSXSAVE is off, so
-/// there is no AVX state).
-#[repr(C, align(16))]
-#[derive(Clone)]
-pub struct FpuState(pub [u8; 512]);
-
-impl FpuState {
-    /// Saves the current FPU/SSE registers.
-    pub fn save(&mut self) {
-        // SAFETY: a 512-byte, 16-byte-aligned buffer; CR4.OSFXSR is set.
-        unsafe { asm!("fxsave64 [{}]", in(reg) self.0.as_mut_ptr(), options(nostack)) };
-    }
-
-    /// Loads the registers saved by [`FpuState::save`].
-    pub fn restore(&self) {
-        // SAFETY: the image came from fxsave64 (valid MXCSR), 16-byte
-        // aligned; the kernel uses no FPU register itself.
-        unsafe { asm!("fxrstor64 [{}]", in(reg) self.0.as_ptr(), options(nostack, readonly)) };
-    }
-}
+pub use super::fpu::FpuState;
 
 /// Sets the kernel stack this vCPU's entry code switches to: its top,
 /// and its lowest word (the canary `arch::kstack` checks).

@@ -19,7 +19,7 @@ use crate::errno::Errno;
 use crate::process::{self, SigAction};
 use crate::syscalls;
 
-use super::frame::{self, FPSTATE_SIZE, FRAME_SIZE, SIGINFO_OFFSET, Saved, UC_OFFSET};
+use super::frame::{self, FRAME_SIZE, SIGINFO_OFFSET, Saved, UC_OFFSET};
 use super::{DEFAULT_IGNORE, Info, SIGSEGV, bit, blocked, set_blocked, set_disposition, take_next};
 
 const SA_ONSTACK: u64 = 0x0800_0000;
@@ -134,7 +134,7 @@ fn setup(regs: &mut TrapFrame, sig: u32, info: &Info, act: &SigAction) {
         } else {
             regs.rsp.wrapping_sub(128) // the red zone
         };
-        let fpstate = top.wrapping_sub(FPSTATE_SIZE) & !63;
+        let fpstate = top.wrapping_sub(frame::fpstate_size()) & !63;
         let at = (fpstate.wrapping_sub(FRAME_SIZE) & !15).wrapping_sub(8);
         if act.flags & SA_RESTORER == 0 {
             return Err(Errno::EFAULT);

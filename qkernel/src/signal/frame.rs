@@ -7,7 +7,10 @@
 //!                              uc_sigmask (8 bytes)              304 bytes
 //!   frame + 312  siginfo_t     128 bytes
 //!   ...          (padding)
-//!   fpstate      FXSAVE area   512 bytes, 64-byte aligned, above the frame
+//!   fpstate      XSAVE area    `fpu::size()` bytes (2,432 with AVX-512 here;
+//!                              512, FXSAVE, without XSAVE), 64-byte
+//!                              aligned, above the frame, then the
+//!                              4-byte FP_XSTATE_MAGIC2
 //! ```
 //!
 //! `struct sigcontext`: r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp,
@@ -18,10 +21,20 @@
 //!
 //! The guest kernel is built without SSE (soft-float target), so the
 //! program's FPU/SSE registers are live, untouched, whenever the kernel
-//! runs: `fxsave64` at delivery and `fxrstor64` at `rt_sigreturn` are all
-//! it takes. CR4.OSXSAVE is off, so there is no AVX state to save.
+//! runs: saving them at delivery and loading them at `rt_sigreturn` is all
+//! it takes. The program's AVX/AVX-512 registers are live too (the
+//! hypervisor runs user mode with the host's XCR0, `arch::fpu`), so the
+//! frame holds their XSAVE area, as Linux's does: `uc_flags` has
+//! `UC_FP_XSTATE`, the legacy area's software bytes (464..512) say
+//! FP_XSTATE_MAGIC1, the sizes and the features, and FP_XSTATE_MAGIC2
+//! follows the area. A frame without them (a handler that built its own
+//! FXSAVE-only context) restores x87/SSE and initializes the rest, as
+//! Linux does. Without a handler that uses AVX the loss went unseen;
+//! glibc's string functions use YMM/ZMM registers and `vzeroupper`, and
+//! the JVM's compiled code keeps values in them across its SIGSEGV traps.
 
 use crate::arch::entry::TrapFrame;
+use crate::arch::fpu::{self, FpuState};
 use crate::errno::Errno;
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::uaccess;
@@ -37,9 +50,6 @@ pub const UC_OFFSET: u64 = 8;
 const MCONTEXT_OFFSET: u64 = UC_OFFSET + 40;
 const SIGMASK_OFFSET: u64 = UC_OFFSET + 296;
 pub const SIGINFO_OFFSET: u64 = 8 + UCONTEXT_SIZE;
-/// The FXSAVE area.
-pub const FPSTATE_SIZE: u64 = 512;
-
 /// `uc_flags`: `UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS`, as Linux sets.
 const UC_FLAGS: u64 = 2 | 4;
 /// RFLAGS bits `rt_sigreturn` takes from the frame (Linux `FIX_EFLAGS`):
@@ -47,39 +57,20 @@ const UC_FLAGS: u64 = 2 | 4;
 const SIGRETURN_FLAGS: u64 = 0x5_0dd5;
 const USER_CS: u64 = 0x33;
 const USER_SS: u64 = 0x2b;
+/// `uc_flags` bit: the frame's FPU area is in the XSAVE format.
+const UC_FP_XSTATE: u64 = 1;
+/// The software-reserved bytes of the legacy area (`struct _fpx_sw_bytes`).
+const SW_BYTES: usize = 464;
+const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
+const FP_XSTATE_MAGIC2: u32 = 0x4650_5845;
+const MAGIC2_SIZE: u64 = 4;
 
-/// An FXSAVE area (16-byte alignment is required by the instruction).
-#[repr(C, align(16))]
-pub struct FxArea(pub [u8; 512]);
-
-impl FxArea {
-    /// The program's current FPU/SSE state.
-    pub fn save() -> FxArea {
-        let mut a = FxArea([0; 512]);
-        // SAFETY: `a` is a 512-byte, 16-byte-aligned buffer; fxsave64 only
-        // writes it. CR4.OSFXSR is set at boot.
-        unsafe {
-            core::arch::asm!("fxsave64 [{}]", in(reg) a.0.as_mut_ptr(), options(nostack));
-        }
-        a
-    }
-
-    /// Loads this state into the FPU. MXCSR is first clamped to the bits
-    /// the CPU supports (reserved bits make `fxrstor64` fault).
-    pub fn restore(mut self) {
-        let cur = FxArea::save();
-        let mut mask = u32::from_le_bytes(cur.0[28..32].try_into().expect("4 bytes"));
-        if mask == 0 {
-            mask = 0xffbf;
-        }
-        let mxcsr = u32::from_le_bytes(self.0[24..28].try_into().expect("4 bytes")) & mask;
-        self.0[24..28].copy_from_slice(&mxcsr.to_le_bytes());
-        // SAFETY: a 512-byte, 16-byte-aligned FXSAVE image whose MXCSR has
-        // no reserved bit set, so fxrstor64 cannot fault; it only changes
-        // the program's FPU/SSE registers, which the kernel does not use.
-        unsafe {
-            core::arch::asm!("fxrstor64 [{}]", in(reg) self.0.as_ptr(), options(nostack));
-        }
+/// Bytes the FPU state takes in a frame (the XSAVE area and MAGIC2).
+pub fn fpstate_size() -> u64 {
+    if fpu::mask() == 0 {
+        fpu::FXSAVE_SIZE as u64
+    } else {
+        fpu::size() as u64 + MAGIC2_SIZE
     }
 }
 
@@ -145,11 +136,32 @@ pub fn write(
     restorer: u64,
     s: &Saved<'_>,
 ) -> Result<(), Errno> {
-    let fx = FxArea::save();
-    uaccess::copy_out(mm, fpstate, &fx.0)?;
+    let mut st = FpuState::current();
+    let xsave = fpu::mask() != 0;
+    if xsave {
+        let size = fpu::size();
+        let sw = &mut st.0[SW_BYTES..fpu::FXSAVE_SIZE];
+        sw.fill(0);
+        sw[0..4].copy_from_slice(&FP_XSTATE_MAGIC1.to_le_bytes());
+        sw[4..8].copy_from_slice(&(size as u32 + MAGIC2_SIZE as u32).to_le_bytes());
+        sw[8..16].copy_from_slice(&fpu::mask().to_le_bytes());
+        sw[16..20].copy_from_slice(&(size as u32).to_le_bytes());
+        uaccess::copy_out(mm, fpstate, &st.0[..size])?;
+        uaccess::copy_out(
+            mm,
+            fpstate.wrapping_add(size as u64),
+            &FP_XSTATE_MAGIC2.to_le_bytes(),
+        )?;
+    } else {
+        uaccess::copy_out(mm, fpstate, &st.0[..fpu::FXSAVE_SIZE])?;
+    }
     let mut buf = [0u64; (FRAME_SIZE / 8) as usize];
     buf[0] = restorer;
-    buf[1] = UC_FLAGS;
+    buf[1] = if xsave {
+        UC_FLAGS | UC_FP_XSTATE
+    } else {
+        UC_FLAGS
+    };
     buf[2] = 0; // uc_link
     buf[3] = s.stack.0;
     buf[4] = u64::from(s.stack.1 as u32);
@@ -211,15 +223,47 @@ pub fn read(mm: &mut AddrSpace, uc: u64, regs: &mut TrapFrame) -> Result<Restore
     })
 }
 
-/// Loads the FPU state saved at `fpstate` (0: leave it as it is).
+/// Loads the FPU state saved at `fpstate` (0: leave it as it is). An
+/// XSAVE frame whose magic numbers and sizes check out restores the
+/// features it names; any other restores x87/SSE only and initializes
+/// the rest (as Linux). What is loaded is sanitized first (`sanitize`).
 pub fn restore_fpu(mm: &mut AddrSpace, fpstate: u64) -> Result<(), Errno> {
     if fpstate == 0 {
         return Ok(());
     }
-    let mut fx = FxArea([0; 512]);
-    uaccess::copy_in(mm, fpstate, &mut fx.0)?;
-    fx.restore();
+    let mut st = FpuState::boxed();
+    uaccess::copy_in(mm, fpstate, &mut st.0[..fpu::FXSAVE_SIZE])?;
+    let mut features = fpu::LEGACY;
+    if let Some((xstate_size, xfeatures)) = xstate_frame(&st.0) {
+        let mut magic2 = [0u8; 4];
+        uaccess::copy_in(mm, fpstate.wrapping_add(xstate_size as u64), &mut magic2)?;
+        if u32::from_le_bytes(magic2) == FP_XSTATE_MAGIC2 {
+            let rest = &mut st.0[fpu::FXSAVE_SIZE..xstate_size];
+            uaccess::copy_in(mm, fpstate.wrapping_add(fpu::FXSAVE_SIZE as u64), rest)?;
+            features |= xfeatures;
+        }
+    }
+    st.sanitize(features);
+    st.restore();
     Ok(())
+}
+
+/// The XSAVE area size and features a frame's software bytes announce,
+/// if they are an XSAVE frame this kernel could have written.
+fn xstate_frame(legacy: &[u8]) -> Option<(usize, u64)> {
+    if fpu::mask() == 0 {
+        return None;
+    }
+    let sw = &legacy[SW_BYTES..fpu::FXSAVE_SIZE];
+    let u32_at = |i: usize| u32::from_le_bytes([sw[i], sw[i + 1], sw[i + 2], sw[i + 3]]);
+    let magic1 = u32_at(0);
+    let extended = u32_at(4) as usize;
+    let xfeatures = u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32;
+    let size = u32_at(16) as usize;
+    let ok = magic1 == FP_XSTATE_MAGIC1
+        && (fpu::FXSAVE_SIZE + 64..=fpu::size()).contains(&size)
+        && extended == size + MAGIC2_SIZE as usize;
+    ok.then_some((size, xfeatures))
 }
 
 // The layout of the module doc.

@@ -194,8 +194,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
             name: me.name,
         }
     };
-    let mut fpu = Box::new(FpuState([0; 512]));
-    fpu.save();
+    let fpu = FpuState::current();
     let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let pid = alloc_pid(&mut k);
@@ -296,8 +295,7 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         return Err(Errno::EAGAIN);
     }
     let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
-    let mut fpu = Box::new(FpuState([0; 512]));
-    fpu.save();
+    let fpu = FpuState::current();
     let g = super::current_tgid();
     let mut k = KERNEL.lock();
     let tid = alloc_pid(&mut k);

@@ -180,7 +180,7 @@ pub fn init() {
         rsp: 0,
         fs_base: 0,
         gs_base: 0,
-        fpu: Box::new(FpuState([0; 512])),
+        fpu: FpuState::clean(),
         proc: None,
         thread: crate::process::ThreadFields::new_thread(0, None),
         sig: SigState::save(),

@@ -45,7 +45,7 @@ use crate::mm::addr_space::AddrSpace;
 use crate::process::Process;
 use crate::signal::{self, SigState};
 use crate::syscalls::sys_exec;
-use crate::{arch, hostcall, random};
+use crate::{hostcall, random};
 
 /// Guest pid -> the VMM's id of the order that started it.
 static STARTED: Mutex<BTreeMap<u32, u64>> = Mutex::new(BTreeMap::new());
@@ -296,7 +296,7 @@ fn insert(p: Process, id: u64, entry: &loader::Entry) -> Result<u32, Errno> {
         rsp,
         fs_base: 0,
         gs_base: 0,
-        fpu: Box::new(FpuState(arch::clean_fpu_image())),
+        fpu: FpuState::clean(),
         proc: Some(p),
         thread: crate::process::ThreadFields::new_thread(0, None),
         sig: SigState {
