@@ -178,8 +178,8 @@ fn checksums_intact_after_100_hibernations_of_four_processes() {
     let want = expected
         .strip_prefix("ring\nstopped\n")
         .expect("native lines");
-    assert_eq!(rest, want);
-    assert_eq!(code, 0);
+    assert_eq!(rest, want, "stderr: {err}");
+    assert_eq!(code, 0, "stderr: {err}");
     // The ring ran on through the first 50 cycles (about 3000 rounds a
     // second sandboxed, over at least 0.5 s of gaps; it may stop after
     // 500).

@@ -78,7 +78,8 @@ impl Controlled {
 
     /// The rest of stdout and the exit status, which must be a success.
     pub fn finish(self) -> (String, i32) {
-        let (rest, _, code) = self.finish_with_stderr();
+        let (rest, err, code) = self.finish_with_stderr();
+        assert_eq!(code, 0, "stdout: {rest}, stderr: {err}");
         (rest, code)
     }
 
