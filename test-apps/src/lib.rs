@@ -143,6 +143,8 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    // A vfork child on its parent's memory (processes.rs).
+    "vforkmem",
     "waits",
 ];
 
