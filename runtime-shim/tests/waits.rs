@@ -184,3 +184,66 @@ fn poll_timeout_loop_stays_hibernated() {
     let (rest, code) = srv.finish();
     assert_eq!((rest.as_str(), code), ("", 0));
 }
+
+/// A Python `http.server` (the host's python3) in `serve_forever` with the
+/// stdlib's default `poll_interval` of 0.5 s.
+const PY_POLL_SERVER: &str = r#"import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"python server: " + self.path.encode() + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("port", s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// Issue 13: a Python `http.server` in `serve_forever` (its select loop
+/// with the default 0.5 s poll interval) stays hibernated for 30 s with no
+/// request: state `hibernated`, no swap fault and no new hibernation at
+/// 10, 20 and 30 s; then a connection wakes it and gets the right answer.
+/// This test takes about 35 s by design (the 30 s hibernated span).
+#[test]
+fn python_serve_forever_stays_hibernated_for_30_s() {
+    if !require_kvm() {
+        return;
+    }
+    let py = std::path::Path::new("/usr/bin/python3");
+    assert!(py.is_file(), "the test needs /usr/bin/python3");
+    let (c, line) = Controlled::start("waits-pyserve", py, &["-c", PY_POLL_SERVER], Stdio::null());
+    let port: u16 = line
+        .strip_prefix("port ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no port line: {line:?}"));
+    let mut srv = Server { c, port };
+    // Let serve_forever reach its select loop.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = srv.hibernate();
+    for at in [10, 20, 30] {
+        std::thread::sleep(Duration::from_secs(10));
+        let st = srv.ctl("status");
+        assert_eq!(st["state"], "hibernated", "woken before {at} s: {st}");
+        assert_eq!(st["swap_faults"], 0, "the program ran before {at} s: {st}");
+        assert_eq!(st["swap_faults"], before["swap_faults"], "{st}");
+        assert_eq!(st["hibernations"], before["hibernations"], "{st}");
+    }
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(b"GET /woken HTTP/1.0\r\n\r\n").expect("send");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    assert!(answer.starts_with("HTTP/1.0 200 OK\r\n"), "{answer:?}");
+    assert!(
+        answer.ends_with("\r\n\r\npython server: /woken\n"),
+        "{answer:?}"
+    );
+    let st = srv.ctl("status");
+    assert_ne!(st["state"], "hibernated", "{st}");
+    srv.c.child.kill().expect("kill qrun");
+    srv.c.child.wait().expect("wait qrun");
+}

@@ -67,6 +67,9 @@ pub const ALL: &[&str] = &[
     "forkbomb",
     // Hibernation while a forked child blocks on stdin (processes.rs).
     "forkhib",
+    // Four processes on a ring of pipes and sockets, checksummed after
+    // many hibernations (processes.rs).
+    "hibcycles",
     // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
     "forkwait",
     // The program's GS base across syscalls, faults, signals, fork and
@@ -143,6 +146,8 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    // A vfork child on its parent's memory (processes.rs).
+    "vforkmem",
     "waits",
 ];
 

@@ -74,7 +74,13 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
     // program is mapped (the two need not fit at once).
     let fresh = AddrSpace::new();
     process::activate(&fresh);
-    let old = core::mem::replace(&mut p.mm, fresh);
+    let mut old = core::mem::replace(&mut p.mm, fresh);
+    // A vfork child gives its parent's space back (and frees the stand-in).
+    crate::task::fork::lend_back(
+        &mut crate::task::KERNEL.lock(),
+        crate::task::current_pid(),
+        &mut old,
+    );
     // SAFETY: CR3 now names the fresh space's PGD.
     unsafe { old.free() };
 

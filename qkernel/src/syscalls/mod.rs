@@ -190,10 +190,15 @@ pub static ENTRIES: &[Entry] = &[
         56,
         sys_task::sys_clone,
         Partial,
-        "threads; CLONE_VM without CLONE_THREAD only with CLONE_VFORK (a copy)",
+        "threads; CLONE_VM without CLONE_THREAD only with CLONE_VFORK",
     ),
     e(57, sys_task::sys_fork, Full, "copy-on-write"),
-    e(58, sys_task::sys_vfork, Partial, "the child runs on a copy"),
+    e(
+        58,
+        sys_task::sys_vfork,
+        Partial,
+        "a copy if the parent has threads",
+    ),
     e(
         59,
         sys_exec::execve,

@@ -1,8 +1,12 @@
 //! `fork`, `vfork` and process-creating `clone`: a copy-on-write copy of
-//! the address space and a kernel stack that starts in `ret_from_fork`.
+//! the address space (a vfork child borrows the parent's instead) and a
+//! kernel stack that starts in `ret_from_fork`.
 
 use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+
+use spin::Mutex;
 
 use qlib::pte::{Pte, WRITABLE};
 
@@ -152,7 +156,8 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         );
         return Err(Errno::ENOSYS);
     }
-    // CLONE_VM | CLONE_VFORK (posix_spawn) runs as a vfork on a copy.
+    // CLONE_VM | CLONE_VFORK (vfork, posix_spawn): the child runs on the
+    // parent's address space while the parent waits (below).
     if a.flags & CLONE_VM != 0 && a.flags & CLONE_VFORK == 0 {
         log::warn!("clone flags {:#x}: CLONE_VM without CLONE_VFORK", a.flags);
         return Err(Errno::ENOSYS);
@@ -165,7 +170,16 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         return Err(Errno::EINVAL);
     }
     let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
-    let mm = cow_copy(&mut p.mm)?;
+    // A vfork child (CLONE_VM | CLONE_VFORK) runs on the parent's own
+    // address space, lent to it until it execs or exits; the parent,
+    // which waits meanwhile, holds an empty one. A parent with other
+    // threads (which would run on) gets a copy-on-write copy instead.
+    let lend = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK && !has_threads();
+    let mm = if lend {
+        core::mem::replace(&mut p.mm, AddrSpace::new())
+    } else {
+        cow_copy(&mut p.mm)?
+    };
     let mut child = Process {
         mm,
         signals: p.signals,
@@ -198,7 +212,12 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let pid = alloc_pid(&mut k);
-    set_tids(a, Some(&mut child.mm), &mut p.mm, pid);
+    if lend {
+        set_tids(a, None, &mut child.mm, pid);
+        LENT.lock().insert(pid, me);
+    } else {
+        set_tids(a, Some(&mut child.mm), &mut p.mm, pid);
+    }
     let (ppid, pgid, sid) = match k.tasks.get(&me) {
         Some(t) if a.flags & CLONE_PARENT != 0 => (t.ppid, t.pgid, t.sid),
         Some(t) => (me, t.pgid, t.sid),
@@ -232,6 +251,40 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
     Ok(pid)
+}
+
+/// Vfork children running on their parent's address space: child pid ->
+/// parent (thread group id).
+static LENT: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
+
+/// Whether the running thread group has other threads.
+fn has_threads() -> bool {
+    let (me, g) = (current_pid(), super::current_tgid());
+    KERNEL
+        .lock()
+        .tasks
+        .values()
+        .any(|t| t.tgid == g && t.pid != me)
+}
+
+/// Task `pid` lets go of its address space `mm` (it execs, exits or is
+/// killed): if it is a vfork child running on its parent's space, that
+/// space goes back to the parent and `mm` becomes the parent's empty
+/// stand-in, which the caller frees instead. The parent waits for this
+/// child, so its `Process` is in its leader's task; if the parent is gone
+/// the caller frees `mm` itself.
+pub fn lend_back(k: &mut super::Kernel, pid: u32, mm: &mut AddrSpace) {
+    let Some(parent) = LENT.lock().remove(&pid) else {
+        return;
+    };
+    if let Some(p) = k.tasks.get_mut(&parent).and_then(|t| t.proc.as_mut()) {
+        core::mem::swap(&mut p.mm, mm);
+    }
+}
+
+/// Whether vfork child `child` still holds its parent's address space.
+pub fn lent(child: u32) -> bool {
+    LENT.lock().contains_key(&child)
 }
 
 /// `CLONE_CHILD_SETTID` (into the child's memory, `None`: it shares the

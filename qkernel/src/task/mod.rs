@@ -322,6 +322,12 @@ pub fn finish_syscall(
                         break;
                     }
                 }
+                if fork::lent(child) {
+                    // Nothing can run and the child still holds this
+                    // process's memory: it cannot go on without it.
+                    log::warn!("vfork parent {} deadlocked: killed", current_pid());
+                    exit_current(Status::Killed(crate::signal::SIGKILL));
+                }
                 return r;
             }
         }

@@ -143,8 +143,11 @@ pub fn exit_group(st: Status) -> ! {
         // switch, when CR3 no longer names them. Only the address space
         // waits (small: the next task frees it at the deepest point of
         // its stack, right after the switch).
-        let Process { mm, files, .. } = p;
+        let Process { mut mm, files, .. } = p;
         drop(files);
+        // A vfork child gives its parent's space back (CR3 names it: it
+        // stays) and the stand-in goes instead.
+        super::fork::lend_back(&mut KERNEL.lock(), g, &mut mm);
         sched::set_dead(mm);
     }
     let mut k = KERNEL.lock();
@@ -238,8 +241,9 @@ fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     };
     let proc = t.proc.take();
     t.kstack = None;
-    if let Some(p) = proc {
+    if let Some(mut p) = proc {
         t.comm = p.comm;
+        super::fork::lend_back(k, g, &mut p.mm);
         free_process(p);
     }
     if zombify(k, g, Status::Killed(sig)) {

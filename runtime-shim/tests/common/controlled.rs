@@ -69,17 +69,31 @@ impl Controlled {
         st
     }
 
+    /// The next line of stdout.
+    pub fn read_line(&mut self) -> String {
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("read a line");
+        line
+    }
+
     /// The rest of stdout and the exit status, which must be a success.
-    pub fn finish(mut self) -> (String, i32) {
+    pub fn finish(self) -> (String, i32) {
+        let (rest, err, code) = self.finish_with_stderr();
+        assert_eq!(code, 0, "stdout: {rest}, stderr: {err}");
+        (rest, code)
+    }
+
+    /// Like [`Controlled::finish`], with stderr too.
+    pub fn finish_with_stderr(mut self) -> (String, String, i32) {
         let mut rest = String::new();
         self.out.read_to_string(&mut rest).expect("stdout");
         let out = self.child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
             out.status.success(),
-            "status {:?}, stderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+            "status {:?}, stderr: {err}",
+            out.status
         );
-        (rest, super::shell_status(out.status))
+        (rest, err, super::shell_status(out.status))
     }
 }
