@@ -195,7 +195,7 @@ pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
     } else {
         cgroup::remove_dirs(&c.state.cgroup_dirs);
     }
-    std::fs::remove_dir_all(&c.dir)
+    remove_dir_retrying(&c.dir)
         .map_err(ContainerError::io(format!("removing {}", c.dir.display())))?;
     if !hooks.poststop.is_empty() {
         // No pid: the spec asks for one only while created or running,
@@ -223,4 +223,22 @@ pub fn pause(c: &Container) -> Result<(), ContainerError> {
 pub fn resume(c: &Container) -> Result<(), ContainerError> {
     check(c.id(), Op::Resume, c.status())?;
     Ok(c.cgroups().freeze(false)?)
+}
+
+/// `remove_dir_all`, retried for a moment while it finds the directory not
+/// empty: a concurrent `qrun kill` or `state` may be writing its temporary
+/// state file into it as the container ends (`run` then failed with
+/// "Directory not empty" instead of the program's status).
+fn remove_dir_retrying(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries > 0 => return Ok(()),
+            r => return r,
+        }
+    }
 }
