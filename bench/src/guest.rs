@@ -96,6 +96,14 @@ const PROGRAMS: &[Program] = &[
                 native: "pipe_pingpong_native_us",
                 target_us: None,
             },
+            // Issue 13: what armed waits cost a blocking read (host
+            // sockets: tried, parked, woken by the idle poll).
+            Field {
+                key: "sockpong_ns",
+                sandboxed: "socket_pingpong_us",
+                native: "socket_pingpong_native_us",
+                target_us: None,
+            },
         ],
     },
     Program {

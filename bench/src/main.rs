@@ -259,6 +259,12 @@ fn ratios(m: &[Metric]) -> Vec<Ratio> {
             "pipe_pingpong_us",
             "pipe_pingpong_native_us",
         ),
+        Ratio::of(
+            m,
+            "socket ping-pong (armed waits) qrun/native",
+            "socket_pingpong_us",
+            "socket_pingpong_native_us",
+        ),
         // Issue 14's targets: thread create+join and a futex ping-pong
         // at most 10x native.
         Ratio::of(

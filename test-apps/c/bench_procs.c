@@ -6,7 +6,11 @@
  *                      output to /dev/null), the parent waitpid()s
  *   pingpong_ns        a one-byte round trip over two pipes between two
  *                      processes (two context switches)
+ *   sockpong_ns        the same over two AF_UNIX socketpairs: host
+ *                      sockets in the sandbox, so each blocking read is an
+ *                      armed wait (tried, parked, woken by the idle poll)
  */
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +75,24 @@ int main(int argc, char **argv)
 		if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1)
 			return 1;
 	printf("pingpong_ns %.0f\n", (now_ns() - t) / rounds);
+	waitpid(p, &st, 0);
+
+	int sa[2], sb[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sa) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sb) < 0)
+		return 1;
+	p = fork();
+	if (p == 0) {
+		char d;
+		for (int i = 0; i < rounds; i++)
+			if (read(sa[1], &d, 1) != 1 || write(sb[1], &d, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	t = now_ns();
+	for (int i = 0; i < rounds; i++)
+		if (write(sa[0], &c, 1) != 1 || read(sb[0], &c, 1) != 1)
+			return 1;
+	printf("sockpong_ns %.0f\n", (now_ns() - t) / rounds);
 	waitpid(p, &st, 0);
 	return 0;
 }
