@@ -105,45 +105,20 @@ fn preempted_threads_keep_their_registers() {
     if !require_kvm() {
         return;
     }
-    let prog = test_apps::path("preempt_state");
-    let native = run_native(&prog, &[], &[]);
-    assert_eq!(native.status, 0, "the native run already fails: {native:?}");
-    let out = std::process::Command::new(common::qrun())
-        .args(["do", "--stats", "--"])
-        .arg(&prog)
-        .env("QVISOR_SLICE_US", "500")
-        .output()
-        .expect("running qrun");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        stdout(&native),
-        "{err}"
-    );
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let n = preemptions(&err);
-    assert!(n >= 100, "only {n} preemptions: the test did not test");
+    same_under_short_slices("preempt_state", &[]);
 }
 
-/// Threads preempted hundreds of times (half-millisecond slices) keep
-/// the whole of their AVX registers (`avx_state switch`: YMM0-15, and
-/// with AVX-512 ZMM0-31 and k1-k7), as natively. The hypervisor runs user
-/// mode with the host's XCR0, so programs use them (glibc, the JVM's
-/// JIT); with only FXSAVE at a switch a thread got another one's upper
-/// halves, and the JVM crashed at start (docs/threads.md, "Java"): this
-/// failed then (every run, checked). Without AVX both runs print "no avx".
-#[test]
-fn preempted_threads_keep_their_avx_registers() {
-    if !require_kvm() {
-        return;
-    }
-    let prog = test_apps::path("avx_state");
-    let native = run_native(&prog, &["switch"], &[]);
+/// `prog ARGS` natively and in `qrun do` with half-millisecond slices
+/// (`QVISOR_SLICE_US=500`): the same output and status 0, and (unless it
+/// says "no avx": nothing to check) at least 100 preemptions.
+fn same_under_short_slices(name: &str, args: &[&str]) {
+    let prog = test_apps::path(name);
+    let native = run_native(&prog, args, &[]);
     assert_eq!(native.status, 0, "the native run already fails: {native:?}");
     let out = std::process::Command::new(common::qrun())
         .args(["do", "--stats", "--"])
         .arg(&prog)
-        .arg("switch")
+        .args(args)
         .env("QVISOR_SLICE_US", "500")
         .output()
         .expect("running qrun");
@@ -158,4 +133,19 @@ fn preempted_threads_keep_their_avx_registers() {
         let n = preemptions(&err);
         assert!(n >= 100, "only {n} preemptions: the test did not test");
     }
+}
+
+/// Threads preempted hundreds of times (half-millisecond slices) keep
+/// the whole of their AVX registers (`avx_state switch`: YMM0-15, and
+/// with AVX-512 ZMM0-31 and k1-k7), as natively. The hypervisor runs user
+/// mode with the host's XCR0, so programs use them (glibc, the JVM's
+/// JIT); with only FXSAVE at a switch a thread got another one's upper
+/// halves, and the JVM crashed at start (docs/threads.md, "Java"): this
+/// failed then (every run, checked). Without AVX both runs print "no avx".
+#[test]
+fn preempted_threads_keep_their_avx_registers() {
+    if !require_kvm() {
+        return;
+    }
+    same_under_short_slices("avx_state", &["switch"]);
 }
