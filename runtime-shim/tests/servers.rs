@@ -534,18 +534,26 @@ fn answers(c: &mut Container) -> Vec<(String, (u16, String))> {
     out
 }
 
+/// /dev/kvm, the image, the servers built for `lang` and runc (the
+/// reference): `None` (after SKIPPED, or a failure under `CI=true`) when
+/// one is missing.
+fn prerequisites(lang: Lang) -> Option<(PathBuf, PathBuf)> {
+    if !common::require_kvm() {
+        return None;
+    }
+    let (Some(image), Some(srv)) = (image(lang), apps(lang)) else {
+        return None;
+    };
+    have("runc")?;
+    Some((image, srv))
+}
+
 /// 1,000 requests the same as under runc, then 20 hibernation cycles with
 /// their checksum.
 fn serve(lang: Lang) {
-    if !common::require_kvm() {
-        return;
-    }
-    let (Some(image), Some(srv)) = (image(lang), apps(lang)) else {
+    let Some((image, srv)) = prerequisites(lang) else {
         return;
     };
-    if have("runc").is_none() {
-        return;
-    }
     let native = {
         let mut c = Container::start(Rt::Runc, lang, &image, &srv);
         let a = answers(&mut c);
@@ -658,15 +666,9 @@ fn idle_ns(rt: Rt, lang: Lang, image: &Path, srv: &Path) -> u64 {
 }
 
 fn idle_cpu(lang: Lang) {
-    if !common::require_kvm() {
-        return;
-    }
-    let (Some(image), Some(srv)) = (image(lang), apps(lang)) else {
+    let Some((image, srv)) = prerequisites(lang) else {
         return;
     };
-    if have("runc").is_none() {
-        return;
-    }
     let native = idle_ns(Rt::Runc, lang, &image, &srv);
     let qrun = idle_ns(Rt::Qrun, lang, &image, &srv);
     eprintln!(
