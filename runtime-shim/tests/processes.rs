@@ -162,8 +162,15 @@ fn checksums_intact_after_100_hibernations_of_four_processes() {
         let st = c.ctl("hibernate");
         assert_eq!(st["state"], "hibernated", "cycle {i}: {st}");
         std::thread::sleep(Duration::from_millis(5));
-        let st = c.ctl("wake");
-        assert_ne!(st["state"], "hibernated", "cycle {i}: {st}");
+        match c.try_ctl("wake") {
+            Ok(st) => assert_ne!(st["state"], "hibernated", "cycle {i}: {st}"),
+            // While the ring runs, a task may have been parked on a host
+            // socket that already held the next token: the VMM's wait then
+            // returns at once and the sandbox wakes itself, as it must for a
+            // client's data. Once every process blocks, nothing may wake it.
+            Err(e) if i < 50 && e.contains("sandbox is running") => {}
+            Err(e) => panic!("cycle {i}: ctl wake: {e}"),
+        }
         slowest = slowest.max(t.elapsed());
         if i < 50 {
             // Let the ring go round between cycles (a wake reads back

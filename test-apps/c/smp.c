@@ -62,6 +62,7 @@ static atomic_int floor_gen;
  * returned, cleared before it is made readable again. */
 static atomic_int none_round;
 static atomic_long stale, read_while_none, reads;
+static atomic_int readers_up;
 static __thread sigjmp_buf jb;
 static __thread volatile int in_read;
 
@@ -93,6 +94,8 @@ static void *reader(void *arg)
 			in_read = 0;
 		}
 		off = (off + 4096 + 64) % RACE_LEN;
+		if (n == 1)
+			atomic_fetch_add(&readers_up, 1);
 	}
 	atomic_fetch_add(&reads, n);
 	return NULL;
@@ -125,6 +128,11 @@ static int mmrace(long ms)
 	pthread_t t[READERS];
 	for (int i = 0; i < READERS; i++)
 		pthread_create(&t[i], NULL, reader, (void *)(uintptr_t)(i * 1000 * 4));
+	/* On a loaded host the readers may not get a CPU before the rounds end:
+	 * wait (up to 5 s) until one has read, natively and in the sandbox. */
+	uint64_t started = now_ns() + 5000000000ull;
+	while (atomic_load(&readers_up) == 0 && now_ns() < started)
+		sched_yield();
 	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
 	long rounds = 0;
 	while (now_ns() < end) {

@@ -62,6 +62,11 @@ impl Controlled {
         super::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
     }
 
+    /// A `qrun ctl` request; its JSON answer or the error text.
+    pub fn try_ctl(&self, req: &str) -> Result<serde_json::Value, String> {
+        super::ctl(&self.socket, req)
+    }
+
     /// Hibernates (the program waits somewhere) and checks the state.
     pub fn hibernate(&self) -> serde_json::Value {
         let st = self.ctl("hibernate");
