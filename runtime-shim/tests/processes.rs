@@ -187,15 +187,18 @@ fn checksums_intact_after_100_hibernations_of_four_processes() {
         .expect("native lines");
     assert_eq!(rest, want, "stderr: {err}");
     assert_eq!(code, 0, "stderr: {err}");
-    // The ring ran on through the first 50 cycles (about 3000 rounds a
-    // second sandboxed, over at least 0.5 s of gaps; it may stop after
-    // 500).
+    // How far the ring went during the first 50 cycles depends on the
+    // machine's load (about 3000 rounds a second on a quiet machine, 709 in
+    // all once under a load of 12 on 2 cores): printed, not asserted. The
+    // property is the checksums above; the leader always makes at least
+    // its 500 rounds before it reads "stop".
     let rounds: u32 = err
         .trim()
         .strip_prefix("rounds ")
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no rounds on stderr: {err:?}"));
-    assert!(rounds > 1000, "the ring stopped early: {rounds} rounds");
+    assert!(rounds >= 500, "the leader stopped before its 500 rounds: {rounds}");
+    eprintln!("the ring made {rounds} rounds before the stop");
 }
 
 /// Pipelines that move more than a host pipe's buffer (64 KiB): the
