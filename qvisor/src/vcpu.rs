@@ -21,6 +21,14 @@ use crate::smp::Smp;
 const EFER: u64 = 0xD01;
 const CR0: u64 = 0x8005_0033;
 const CR4: u64 = 0x1_0620;
+/// CR4.OSXSAVE: with it the CPUID that KVM shows the program reports
+/// OSXSAVE, as Linux's does (see [`enable_xsave`]).
+const CR4_OSXSAVE: u64 = 1 << 18;
+/// XCR0 components a program may use: x87, SSE, AVX, AVX-512 (opmask,
+/// ZMM_Hi256, Hi16_ZMM). Not MPX, not PKRU (`wrpkru` kills the VM here),
+/// not AMX (its 8 KiB of tiles do not fit the guest's save area, and
+/// Linux too hands it out only on request).
+const GUEST_XCR0: u64 = 0xe7;
 
 fn segment(selector: u16, code: bool) -> kvm_segment {
     kvm_segment {
@@ -55,7 +63,10 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64, id: u64) -> Result<()
     sregs.cr0 = CR0;
     sregs.cr4 = CR4;
     sregs.cr3 = cr3;
-    vcpu.set_sregs(&sregs).map_err(VmmError::Kvm)?;
+    if !enable_xsave(vcpu, &mut sregs) {
+        sregs.cr4 = CR4;
+        vcpu.set_sregs(&sregs).map_err(VmmError::Kvm)?;
+    }
     let regs = kvm_bindings::kvm_regs {
         rip: entry,
         rdi: id,
@@ -63,6 +74,59 @@ pub fn set_boot_state(vcpu: &VcpuFd, entry: u64, cr3: u64, id: u64) -> Result<()
         ..Default::default()
     };
     vcpu.set_regs(&regs).map_err(VmmError::Kvm)
+}
+
+/// Sets CR4.OSXSAVE and the guest's XCR0 to the host's AVX/AVX-512
+/// components ([`GUEST_XCR0`]), so that a program sees what it sees on
+/// Linux: CPUID's OSXSAVE and, from `xgetbv`, the components it may use.
+/// On hosts that fault CPUID in user mode (Intel with CPUID faulting),
+/// KVM computes OSXSAVE from the guest's CR4: left clear, the program
+/// believes the OS does not support AVX, and glibc, numpy or a JIT fall
+/// back to SSE2. Where CPUID runs natively (the AMD hosts) it changes
+/// nothing a program sees. Returns false, having changed nothing, when
+/// the host has no XSAVE or KVM refuses either register (then the boot
+/// goes on without it).
+fn enable_xsave(vcpu: &VcpuFd, sregs: &mut kvm_sregs) -> bool {
+    let Some(host) = host_xcr0() else {
+        return false;
+    };
+    let xcr0 = host & GUEST_XCR0;
+    if xcr0 & 3 != 3 {
+        return false;
+    }
+    let Ok(mut xcrs) = vcpu.get_xcrs() else {
+        return false;
+    };
+    sregs.cr4 = CR4 | CR4_OSXSAVE;
+    if vcpu.set_sregs(sregs).is_err() {
+        return false;
+    }
+    xcrs.nr_xcrs = 1;
+    xcrs.flags = 0;
+    xcrs.xcrs[0].xcr = 0;
+    xcrs.xcrs[0].value = xcr0;
+    vcpu.set_xcrs(&xcrs).is_ok()
+}
+
+/// The host's XCR0, when the host enabled XSAVE.
+fn host_xcr0() -> Option<u64> {
+    if !std::arch::is_x86_feature_detected!("xsave") {
+        return None;
+    }
+    // SAFETY: the host OS enabled XSAVE (checked above: the detection
+    // includes CPUID.OSXSAVE), so `xgetbv` with ECX = 0 is defined; it
+    // only reads XCR0.
+    Some(unsafe { xgetbv0() })
+}
+
+/// `xgetbv` of XCR0.
+///
+/// # Safety
+/// The CPU and OS must support XSAVE (CPUID.OSXSAVE).
+#[target_feature(enable = "xsave")]
+unsafe fn xgetbv0() -> u64 {
+    // SAFETY: the caller guarantees XSAVE support.
+    unsafe { std::arch::x86_64::_xgetbv(0) }
 }
 
 /// Runs the vCPU until the program exits; returns its status.

@@ -197,7 +197,10 @@ fn checksums_intact_after_100_hibernations_of_four_processes() {
         .strip_prefix("rounds ")
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no rounds on stderr: {err:?}"));
-    assert!(rounds >= 500, "the leader stopped before its 500 rounds: {rounds}");
+    assert!(
+        rounds >= 500,
+        "the leader stopped before its 500 rounds: {rounds}"
+    );
     eprintln!("the ring made {rounds} rounds before the stop");
 }
 

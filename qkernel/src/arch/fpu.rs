@@ -59,7 +59,12 @@ fn setup() -> (u64, usize) {
             }
             let r = core::arch::x86_64::__cpuid_count(0xd, i);
             let end = r.ebx as usize + r.eax as usize;
-            if end > AREA_SIZE {
+            if r.eax == 0 {
+                // XCR0 here is the host's (the hypervisor runs user mode
+                // with it), which may enable components the guest's CPUID
+                // does not describe (AMX on Intel hosts): never saved.
+                m &= !(1 << i);
+            } else if end > AREA_SIZE {
                 log::warn!("xsave component {i} ({} bytes) not saved", r.eax);
                 m &= !(1 << i);
             } else {
