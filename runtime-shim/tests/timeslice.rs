@@ -19,6 +19,14 @@ use common::{assert_same, require_kvm, run_native, run_qrun, stderr, stdout};
 /// `timeslice ARGS` natively and sandboxed (`--stats`): the same output;
 /// returns the sandbox's preemption count.
 fn same(args: &[&str]) -> u64 {
+    // One spinning sandbox at a time: the test harness runs this file's
+    // tests in parallel, and three sandboxes of spinners on a 2-core
+    // machine starve each other's sleepers (seen: "main woke after spinner
+    // 0 ended" under load).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let prog = test_apps::path("timeslice");
     let native = run_native(&prog, args, &[]);
     assert!(

@@ -27,7 +27,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// How long one child may run; `QRUN_TEST_TIMEOUT_SECS` overrides it.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What a program did: its output and its status as a shell reports it
 /// (the exit code, or 128 + N when killed by signal N).
