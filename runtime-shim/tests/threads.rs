@@ -163,3 +163,39 @@ fn hibernate_two_threads() {
     );
     assert_eq!(code, 0);
 }
+
+/// A thread bomb stops at the sandbox's task limit with EAGAIN (Linux
+/// goes on to the 300 asked: the native run is not compared), every
+/// thread can be joined, and a new thread works again.
+#[test]
+fn thread_bomb_stops_at_the_limit() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_sandboxed(&test_apps::path("threadbomb"), &["bomb"], &[]);
+    assert_eq!(
+        stdout(&out),
+        "created 127 threads, then EAGAIN\njoined 127\na thread afterwards: works\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}
+
+/// A raw `clone(CLONE_THREAD)` with an unmapped or kernel-half stack, or
+/// an unmapped TLS, kills only that program (SIGSEGV, the whole thread
+/// group); a non-canonical TLS is refused with EPERM (it made the guest
+/// kernel fault loading the FS base); the parent goes on. As on Linux.
+#[test]
+fn wild_clone_stack_and_tls_kill_only_the_program() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("threadbomb");
+    let native = run_native(&prog, &["wild"], &[]);
+    assert!(
+        stdout(&native).contains("parent: alive") && native.status == 0,
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &["wild"], &[]);
+    assert_same("threadbomb wild", &native, &sandboxed);
+}

@@ -141,6 +141,8 @@ pub const ALL: &[&str] = &[
     "surface2",
     // pthreads, futexes, signals to threads, exec from a thread (threads).
     "threads",
+    // Thread bombs and wild clone stacks/TLS (threads.rs).
+    "threadbomb",
     // Threads and processes spinning without syscalls share the vCPU (timeslice).
     "timeslice",
     "touch_mem",

@@ -149,3 +149,11 @@ pub fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
 pub fn reset_fpu() {
     fpu::reset();
 }
+
+/// Whether `addr` may be a thread's FS or GS base: below Linux's
+/// `TASK_SIZE_MAX` (the lower half less its last page). `arch_prctl` and
+/// `clone(CLONE_SETTLS)` refuse others with EPERM, as Linux does: loading
+/// a non-canonical base would fault in the kernel.
+pub fn user_base_ok(addr: u64) -> bool {
+    addr < 0x0000_7fff_ffff_f000
+}

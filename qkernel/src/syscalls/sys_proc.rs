@@ -54,15 +54,11 @@ const ARCH_SET_FS: u64 = 0x1002;
 const ARCH_GET_FS: u64 = 0x1003;
 const ARCH_GET_GS: u64 = 0x1004;
 
-fn canonical_user(addr: u64) -> bool {
-    addr < 0x0000_8000_0000_0000
-}
-
 /// `arch_prctl(code, addr)`.
 pub fn arch_prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
     match a[0] {
-        ARCH_SET_FS if canonical_user(a[1]) => arch::set_fs_base(a[1]),
-        ARCH_SET_GS if canonical_user(a[1]) => arch::set_gs_base(a[1]),
+        ARCH_SET_FS if arch::user_base_ok(a[1]) => arch::set_fs_base(a[1]),
+        ARCH_SET_GS if arch::user_base_ok(a[1]) => arch::set_gs_base(a[1]),
         ARCH_SET_FS | ARCH_SET_GS => return Err(Errno::EPERM),
         ARCH_GET_FS => uaccess::write(&mut p.mm, a[1], &arch::fs_base())?,
         ARCH_GET_GS => uaccess::write(&mut p.mm, a[1], &arch::gs_base())?,

@@ -143,6 +143,9 @@ pub(super) fn new_kstack(frame: &TrapFrame) -> Result<(KStack, u64, u64), Errno>
 /// is queued first, and the caller yields (`task::Action::Yield`) so it
 /// runs first; with `CLONE_VFORK` the caller waits for its exec or exit.
 pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
+    if a.flags & CLONE_SETTLS != 0 && !arch::user_base_ok(a.tls) {
+        return Err(Errno::EPERM);
+    }
     if a.flags & CLONE_THREAD != 0 {
         return new_thread(p, a);
     }

@@ -96,7 +96,7 @@ impl Controlled {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
             out.status.success(),
-            "status {:?}, stderr: {err}",
+            "status {:?}, stdout: {rest}, stderr: {err}",
             out.status
         );
         (rest, err, super::shell_status(out.status))
