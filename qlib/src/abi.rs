@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 14;
+pub const ABI_VERSION: u64 = 15;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -191,6 +191,13 @@ pub enum Call {
     /// `args[0]` = GPA of a [`crate::netinfo::NetInfo`] the VMM fills.
     /// Returns 0.
     NetIfaces = 27,
+    /// A `/proc/net` file of the sandbox's network namespace: `args[0]` =
+    /// its index in [`crate::netinfo::NET_FILES`], `args[1]` = GPA of a
+    /// buffer, `args[2]` = its length (at most
+    /// [`crate::netinfo::NET_FILE_MAX`] is used). Returns the bytes written
+    /// (whole lines), or `-ENOENT` for a file the host lacks. `AF_UNIX`
+    /// sockets named outside the sandbox are left out of `unix`.
+    NetFile = 28,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -279,6 +286,7 @@ impl Call {
             25 => Self::Exec,
             26 => Self::WindowGone,
             27 => Self::NetIfaces,
+            28 => Self::NetFile,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -77,3 +77,18 @@ impl Default for NetInfo {
         }
     }
 }
+
+/// The `/proc/net` files `Call::NetFile` serves, by index: the host's own
+/// for the sandbox's network namespace (the one its sockets live in).
+pub const NET_FILES: &[&str] = &[
+    "dev", "if_inet6", "route", "tcp", "tcp6", "udp", "udp6", "unix",
+];
+
+/// Most bytes of one `/proc/net` file passed to the guest (the rest is cut
+/// at a line end).
+pub const NET_FILE_MAX: usize = 64 * 1024;
+
+/// The index of `/proc/net` file `name` in [`NET_FILES`].
+pub fn net_file(name: &str) -> Option<usize> {
+    NET_FILES.iter().position(|f| *f == name)
+}

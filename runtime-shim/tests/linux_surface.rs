@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 
 use common::tmp::TempDir;
-use common::{Outcome, assert_same, require_kvm, run_native, run_sandboxed, stdout};
+use common::{Outcome, assert_same, require_kvm, run_native, run_qrun, run_sandboxed, stdout};
 
 /// Runs test program `name args` natively (which must be sane: exit 0, no
 /// FAIL line) and sandboxed, and asserts they agree.
@@ -385,4 +385,34 @@ fn busybox_system_tools() {
             host.trim()
         )
     );
+}
+
+/// /proc/net: the program's TCP listener, UDP socket, `AF_UNIX` path and
+/// abstract name are listed in `tcp`, `udp` and `unix`, `dev` lists `lo`
+/// and `route` has its header, natively and sandboxed; in a sandbox with
+/// a rootfs of its own, the bound path is listed as the program named it,
+/// not as the host's path under the rootfs.
+#[test]
+fn proc_net_lists_the_programs_sockets() {
+    if !require_kvm() {
+        return;
+    }
+    let tmp = TempDir::new("procnet");
+    let sock = tmp.path().join("procnet.sock");
+    let sock = sock.to_str().expect("a UTF-8 temp path");
+    let native = compare("procnet", &[sock]);
+    assert!(!stdout(&native).contains(": no"), "{native:?}");
+
+    let root = TempDir::new("procnet-root");
+    std::fs::copy(test_apps::path("procnet"), root.path().join("procnet")).expect("copy");
+    let rooted = run_qrun(&[
+        "do".to_string(),
+        "--rootfs".into(),
+        root.path().display().to_string(),
+        "--".into(),
+        "/procnet".into(),
+        "/procnet.sock".into(),
+    ]);
+    assert_eq!(stdout(&rooted), stdout(&native), "{rooted:?}");
+    assert_eq!(rooted.status, 0, "{rooted:?}");
 }

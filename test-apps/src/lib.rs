@@ -108,6 +108,8 @@ pub const ALL: &[&str] = &[
     "procfs",
     // /proc/<pid>/ and /proc/self: stat, status, cmdline, links, fd/.
     "procpid",
+    // The program's own sockets in /proc/net/{tcp,udp,unix} (linux_surface.rs).
+    "procnet",
     // pthreads under load (threads_stress.rs), with musl and, as
     // `pthread_stress_glibc`, statically against glibc.
     "pthread_stress",

@@ -55,6 +55,16 @@ pub const SYS_TREE: &[&str] = &[
     "sys/kernel/version",
     "sys/vm/",
     "sys/vm/overcommit_memory",
+    // The network namespace's files, from the VMM (`net_file`).
+    "net/",
+    "net/dev",
+    "net/if_inet6",
+    "net/route",
+    "net/tcp",
+    "net/tcp6",
+    "net/udp",
+    "net/udp6",
+    "net/unix",
 ];
 
 /// The entry of `SYS_TREE` named by `rest` (a path under `/proc/`,
@@ -105,8 +115,30 @@ pub fn text(which: &str) -> String {
         "sys/kernel/pid_max" => "4194304\n".into(),
         "sys/kernel/version" => format!("{VERSION}\n"),
         "sys/vm/overcommit_memory" => "0\n".into(),
+        n if n.starts_with("net/") => net_file(&n[4..]),
         _ => String::new(),
     }
+}
+
+/// `/proc/net/NAME`: the host's file for the sandbox's network namespace
+/// (its sockets are host sockets there), through `Call::NetFile`; empty
+/// if the VMM has none.
+fn net_file(name: &str) -> String {
+    use qlib::netinfo;
+    let Some(which) = netinfo::net_file(name) else {
+        return String::new();
+    };
+    let mut buf = alloc::vec![0u8; netinfo::NET_FILE_MAX];
+    let gpa = crate::mm::kva_to_gpa(buf.as_mut_ptr() as u64);
+    let n = hostcall::call(
+        qlib::abi::Call::NetFile,
+        [which as u64, gpa, buf.len() as u64, 0, 0, 0],
+    );
+    let Ok(n) = usize::try_from(n) else {
+        return String::new();
+    };
+    buf.truncate(n.min(netinfo::NET_FILE_MAX));
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// Nanoseconds as `seconds.hundredths`.

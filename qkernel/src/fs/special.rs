@@ -240,11 +240,12 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.push(("self".into(), DT_LNK));
             v.push(("thread-self".into(), DT_LNK));
             v.push(("sys".into(), DT_DIR));
+            v.push(("net".into(), DT_DIR));
             v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
             v.extend(procpid::pids().into_iter().map(|n| (n.to_string(), DT_DIR)));
         }
         "sys" => {}
-        dir if dir.starts_with("sys/") => {
+        dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
             v.extend(procfs::sys_children(dir).map(|(n, d)| (n.to_string(), kind(d))));
         }

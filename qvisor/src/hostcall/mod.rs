@@ -7,6 +7,7 @@ mod fds;
 mod fifo;
 mod files;
 mod net;
+mod netfile;
 mod netifs;
 mod sys;
 mod unix;
@@ -197,6 +198,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Wake) => 0,
             Some(Call::WindowGone) => self.window_gone(a[0], a[1]),
             Some(Call::NetIfaces) => self.net_ifaces(a[0]),
+            Some(Call::NetFile) => self.net_file(a[0], a[1], a[2]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
