@@ -49,7 +49,10 @@ fn build_vdso(dir: &Path) {
             "-Wl,-s",
         ])
         .arg(format!("-Wl,-T,{}", src.join("vdso.lds").display()))
-        .arg(format!("-Wl,--version-script={}", src.join("vdso.map").display()))
+        .arg(format!(
+            "-Wl,--version-script={}",
+            src.join("vdso.map").display()
+        ))
         .arg("-o")
         .arg(&out)
         .arg(src.join("vdso.c"))

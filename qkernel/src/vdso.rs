@@ -35,12 +35,16 @@ struct VvarPage {
 }
 
 const _: () = assert!(size_of::<VvarPage>() == 4096);
-const _: () = assert!(core::mem::offset_of!(VvarPage, tsc_base) == core::mem::offset_of!(Vvar, tsc_base));
+const _: () =
+    assert!(core::mem::offset_of!(VvarPage, tsc_base) == core::mem::offset_of!(Vvar, tsc_base));
 const _: () = assert!(core::mem::offset_of!(VvarPage, mult) == core::mem::offset_of!(Vvar, mult));
 const _: () = assert!(core::mem::offset_of!(VvarPage, shift) == core::mem::offset_of!(Vvar, shift));
-const _: () = assert!(core::mem::offset_of!(VvarPage, mono_base) == core::mem::offset_of!(Vvar, mono_base));
-const _: () = assert!(core::mem::offset_of!(VvarPage, real_base) == core::mem::offset_of!(Vvar, real_base));
-const _: () = assert!(core::mem::offset_of!(VvarPage, getcpu_sys) == core::mem::offset_of!(Vvar, getcpu_sys));
+const _: () =
+    assert!(core::mem::offset_of!(VvarPage, mono_base) == core::mem::offset_of!(Vvar, mono_base));
+const _: () =
+    assert!(core::mem::offset_of!(VvarPage, real_base) == core::mem::offset_of!(Vvar, real_base));
+const _: () =
+    assert!(core::mem::offset_of!(VvarPage, getcpu_sys) == core::mem::offset_of!(Vvar, getcpu_sys));
 
 static VVAR: VvarPage = VvarPage {
     seq: AtomicU32::new(0),
@@ -60,7 +64,8 @@ struct Aligned<T>(T);
 const IMAGE_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so")).len();
 
 /// The vDSO image, zero padded to whole pages by `build.rs`.
-static IMAGE: Aligned<[u8; IMAGE_LEN]> = Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so")));
+static IMAGE: Aligned<[u8; IMAGE_LEN]> =
+    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so")));
 const _: () = assert!(IMAGE_LEN % 4096 == 0 && IMAGE_LEN as u64 <= VDSO_MAX_PAGES * 4096);
 
 /// The clock parameters now (a consistent copy).

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -166,7 +167,34 @@ static int64_t sys_time_ns(void)
 	return (int64_t)ru.ru_stime.tv_sec * 1000000000 + (int64_t)ru.ru_stime.tv_usec * 1000;
 }
 
-int main(void)
+/* `vdso hib`: prints "waiting", reads a line from stdin (the sandbox is
+ * hibernated meanwhile), then checks the vDSO's clocks against the
+ * system call's and that they advanced by the wait. */
+static int across_hibernation(gettime_fn vgettime)
+{
+	struct timespec t;
+	int64_t m0 = sys_ns(CLOCK_MONOTONIC), r0 = sys_ns(CLOCK_REALTIME);
+	printf("waiting\n");
+	char buf[64];
+	int64_t w0 = sys_ns(CLOCK_MONOTONIC);
+	if (!fgets(buf, sizeof buf, stdin))
+		return 1;
+	int64_t waited = sys_ns(CLOCK_MONOTONIC) - w0;
+	vgettime(CLOCK_MONOTONIC, &t);
+	int64_t m1 = ts_ns(&t), m2 = sys_ns(CLOCK_MONOTONIC);
+	vgettime(CLOCK_REALTIME, &t);
+	int64_t r1 = ts_ns(&t), r2 = sys_ns(CLOCK_REALTIME);
+	int64_t want = atoll(buf) * 1000000;
+	printf("monotonic: vDSO advanced by the wait (%s ms): %s\n", want ? "the test's" : "0",
+	       m1 - m0 >= waited && waited >= want ? "yes" : "no");
+	printf("monotonic: vDSO <= next syscall: %s\n", m1 <= m2 ? "yes" : "no");
+	printf("realtime: vDSO advanced as monotonic within 50 ms: %s\n",
+	       (r1 - r0) - (m1 - m0) < 50000000 && (m1 - m0) - (r1 - r0) < 50000000 ? "yes" : "no");
+	printf("realtime: vDSO <= next syscall: %s\n", r1 <= r2 ? "yes" : "no");
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	base = getauxval(AT_SYSINFO_EHDR);
@@ -196,6 +224,8 @@ int main(void)
 	gettime_fn vgetres = (gettime_fn)by_hash("__vdso_clock_getres", ver);
 	if (!vgettime || !vgtod || !vtime || !vgetcpu || !vgetres)
 		return 1;
+	if (argc > 1 && strcmp(argv[1], "hib") == 0)
+		return across_hibernation(vgettime);
 
 	/* Mixed monotonic: vDSO, libc, syscall, in turn. */
 	const clockid_t mono[] = {CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_MONOTONIC_RAW};

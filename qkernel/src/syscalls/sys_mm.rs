@@ -315,7 +315,11 @@ pub fn madvise(p: &mut Process, a: &[u64; 6]) -> SysResult {
             }
             // Not the kernel's pages (the vDSO, vvar): as Linux's
             // special mappings.
-            if p.mm.vmas.iter_range(start, end).any(|v| v.kind == VmaKind::Kernel) {
+            if p.mm
+                .vmas
+                .iter_range(start, end)
+                .any(|v| v.kind == VmaKind::Kernel)
+            {
                 return Err(Errno::EINVAL);
             }
             p.mm.discard(start, end);
