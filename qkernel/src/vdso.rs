@@ -66,7 +66,7 @@ const IMAGE_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so")).le
 /// The vDSO image, zero padded to whole pages by `build.rs`.
 static IMAGE: Aligned<[u8; IMAGE_LEN]> =
     Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so")));
-const _: () = assert!(IMAGE_LEN % 4096 == 0 && IMAGE_LEN as u64 <= VDSO_MAX_PAGES * 4096);
+const _: () = assert!(IMAGE_LEN.is_multiple_of(4096) && IMAGE_LEN as u64 <= VDSO_MAX_PAGES * 4096);
 
 /// The clock parameters now (a consistent copy).
 pub fn read() -> Vvar {
