@@ -29,12 +29,27 @@ const PROGRAMS: &[Program] = &[
         name: "bench_syscall",
         args: &["200000"],
         qrun_opts: &[],
-        fields: &[Field {
-            key: "syscall_ns",
-            sandboxed: "null_syscall_us",
-            native: "null_syscall_native_us",
-            target_us: Some(3.0),
-        }],
+        fields: &[
+            Field {
+                key: "syscall_ns",
+                sandboxed: "null_syscall_us",
+                native: "null_syscall_native_us",
+                target_us: Some(3.0),
+            },
+            // Issue 14: the vDSO (docs/vdso.md) against the system call.
+            Field {
+                key: "clock_gettime_ns",
+                sandboxed: "clock_gettime_vdso_us",
+                native: "clock_gettime_vdso_native_us",
+                target_us: None,
+            },
+            Field {
+                key: "clock_gettime_syscall_ns",
+                sandboxed: "clock_gettime_syscall_us",
+                native: "clock_gettime_syscall_native_us",
+                target_us: None,
+            },
+        ],
     },
     Program {
         name: "bench_fault",

@@ -305,10 +305,12 @@ pub fn vet<'a>(image: &[u8], interp: Option<&'a [u8]>) -> Result<Vetted<'a>, elf
 }
 
 /// Loads `exec` into the fresh `mm` and maps the kernel's return page
-/// (`arch::user_return`): what boot and `execve` both do.
+/// (`arch::user_return`), the vvar page and the vDSO (`crate::vdso`): what
+/// boot and `execve` both do.
 pub fn load_fresh(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
     let entry = load(mm, exec)?;
     arch::user_return::map(mm)?;
+    crate::vdso::map(mm)?;
     Ok(entry)
 }
 
@@ -356,6 +358,7 @@ pub fn load(mm: &mut AddrSpace, exec: &Exec<'_>) -> Result<Entry, LoadError> {
         (us::AT_HWCAP, hwcap),
         (us::AT_HWCAP2, 0),
         (us::AT_CLKTCK, 100),
+        (us::AT_SYSINFO_EHDR, qlib::layout::VDSO_VA),
     ];
     let input = StackInput {
         argv: exec.argv,

@@ -52,6 +52,9 @@ mod time;
 mod trap;
 
 #[cfg(target_os = "none")]
+mod vdso;
+
+#[cfg(target_os = "none")]
 pub use kernel::*;
 
 #[cfg(target_os = "none")]
@@ -241,6 +244,7 @@ mod kernel {
         let cpu = arch::percpu::this();
         cpu.online
             .store(true, core::sync::atomic::Ordering::Release);
+        crate::vdso::getcpu_by_syscall();
         log::info!("vCPU {k} online (native mode)");
         loop {
             hostcall::call_once(qlib::abi::Call::VcpuIdle, [0; 6]);

@@ -1,17 +1,18 @@
 //! Clocks from the TSC, calibrated at boot: the rate comes from the
-//! platform (MSR 0x4b564d13 here), the epoch from one host call.
+//! platform (MSR 0x4b564d13 here), the epoch from one host call. The
+//! parameters live in the vvar page (`crate::vdso`), which programs' vDSO
+//! reads too: both compute every clock with `qlib::vvar`'s formula, so a
+//! program mixing the syscall and the vDSO sees one clock.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use qlib::abi::{ABI_VERSION, Call, HelloReply};
 
 use crate::arch::{self, platform::Platform};
-use crate::hostcall;
+use crate::{hostcall, vdso};
+use qlib::vvar;
 
 static TSC_KHZ: AtomicU64 = AtomicU64::new(1);
-static TSC0: AtomicU64 = AtomicU64::new(0);
-static REALTIME0: AtomicU64 = AtomicU64::new(0);
-static MONOTONIC0: AtomicU64 = AtomicU64::new(0);
 
 /// Says hello to the VMM (ABI check) and calibrates the clocks.
 pub fn init(platform: Platform) -> Result<(), &'static str> {
@@ -29,9 +30,13 @@ pub fn init(platform: Platform) -> Result<(), &'static str> {
     }
     // SAFETY: the VMM wrote the reply in place; read it volatile.
     let reply = unsafe { core::ptr::read_volatile(&reply) };
-    TSC0.store(tsc, Ordering::Relaxed);
-    REALTIME0.store(reply.realtime_ns, Ordering::Relaxed);
-    MONOTONIC0.store(reply.monotonic_ns, Ordering::Relaxed);
+    vdso::set_clock(
+        tsc,
+        vvar::mult_for_khz(khz),
+        vvar::SHIFT,
+        reply.monotonic_ns,
+        reply.realtime_ns,
+    );
     Ok(())
 }
 
@@ -44,17 +49,19 @@ fn as_bytes(r: &HelloReply) -> &[u8] {
 
 /// Nanoseconds since boot calibration.
 fn elapsed_ns() -> u64 {
-    tsc_to_ns(arch::rdtsc().wrapping_sub(TSC0.load(Ordering::Relaxed)))
+    vdso::read().elapsed_ns(arch::rdtsc())
 }
 
 /// `CLOCK_MONOTONIC` in ns.
 pub fn monotonic_ns() -> u64 {
-    MONOTONIC0.load(Ordering::Relaxed) + elapsed_ns()
+    let v = vdso::read();
+    v.ns_at(v.mono_base, arch::rdtsc())
 }
 
 /// `CLOCK_REALTIME` in ns.
 pub fn realtime_ns() -> u64 {
-    REALTIME0.load(Ordering::Relaxed) + elapsed_ns()
+    let v = vdso::read();
+    v.ns_at(v.real_base, arch::rdtsc())
 }
 
 /// Nanoseconds since boot (`/proc/uptime`, `sysinfo`).
@@ -64,7 +71,8 @@ pub fn uptime_ns() -> u64 {
 
 /// A TSC interval in ns.
 pub fn tsc_to_ns(ticks: u64) -> u64 {
-    (u128::from(ticks) * 1_000_000 / u128::from(TSC_KHZ.load(Ordering::Relaxed))) as u64
+    let v = vdso::read();
+    vvar::ticks_to_ns(ticks, v.mult, v.shift)
 }
 
 /// The TSC rate in kHz.

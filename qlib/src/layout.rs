@@ -89,6 +89,19 @@ pub const USER_RETURN_VA: u64 = USER_END;
 /// First address above everything user page tables map (exclusive).
 pub const USER_PT_END: u64 = USER_RETURN_VA + PAGE_SIZE;
 
+/// Where every user address space maps the vvar page (the clock
+/// parameters, read-only: `crate::vvar`) and, right above it, the vDSO
+/// (`linux-vdso.so.1`, read + execute). A fixed place (Linux randomizes
+/// it): between the top of `mmap`'s range (`0x7fff_0000_0000`, which
+/// `mmap` without `MAP_FIXED` never reaches) and the 8 MiB stack below
+/// [`USER_END`]. The vDSO's code finds the vvar page at its own address
+/// minus one page (RIP-relative, fixed at link time: `vdso.lds`).
+pub const VVAR_VA: u64 = 0x7fff_f000_0000;
+/// Where the vDSO's ELF image starts (`AT_SYSINFO_EHDR`).
+pub const VDSO_VA: u64 = VVAR_VA + PAGE_SIZE;
+/// Most pages the vDSO image may take.
+pub const VDSO_MAX_PAGES: u64 = 4;
+
 /// PML4 slot of a virtual address.
 pub const fn pml4_slot(va: u64) -> usize {
     ((va >> 39) & 0x1ff) as usize

@@ -21,3 +21,4 @@ pub mod swapfile;
 pub mod syscall_names;
 pub mod test_rng;
 pub mod user_stack;
+pub mod vvar;

@@ -131,6 +131,30 @@ fn go_http_server() {
     serve_hibernate_wake("go", &[bin.into()]);
 }
 
+/// Go's runtime finds the vDSO with its own ELF parser
+/// (`runtime/vdso_linux.go`): `test-apps/go/vdso_time` (time.Now and
+/// time.Since against the raw clock_gettime system call, and 300,000
+/// time.Now calls taking no system time) prints the same natively and in
+/// the sandbox (docs/vdso.md).
+#[test]
+fn go_time_through_the_vdso() {
+    if !common::require_kvm() {
+        return;
+    }
+    let Some(go) = have("go") else { return };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-apps/go/vdso_time");
+    let bin = build_go(&go, &src, "vdso_time");
+    let out = common::compare_programs(&bin, &[], &[]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(
+        common::stdout(&out),
+        "time.Since and clock_gettime never go backwards: yes\n\
+         Go's interval within the syscall's: yes\n\
+         time.Now within 50 ms of gettimeofday: yes\n\
+         time.Now x 300000: system time < 20 ms: yes true\n"
+    );
+}
+
 /// Two goroutines spin without a syscall while the server answers: time
 /// slices give the network poller and the handler their turn (without
 /// them `GET /` never answers). Not hibernated: a sandbox hibernated while

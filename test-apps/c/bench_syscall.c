@@ -4,8 +4,12 @@
  * Benchmark, not a compatibility test: prints a time, so its output differs
  * between runs. Times N (default 200000) raw getppid() system calls (the
  * raw syscall, so no libc caching can hide the kernel entry) with
- * CLOCK_MONOTONIC after a short warm-up, and prints
- *   syscall_ns <nanoseconds per call>
+ * CLOCK_MONOTONIC after a short warm-up, then N clock_gettime calls
+ * through the C library (the vDSO: docs/vdso.md) and N / 10 as raw system
+ * calls, and prints
+ *   syscall_ns <nanoseconds per getppid>
+ *   clock_gettime_ns <nanoseconds per libc clock_gettime>
+ *   clock_gettime_syscall_ns <nanoseconds per raw clock_gettime syscall>
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -37,5 +41,19 @@ int main(int argc, char **argv)
 	double elapsed = now_ns() - start;
 
 	printf("syscall_ns %.1f\n", elapsed / (double)n);
+
+	struct timespec ts;
+	start = now_ns();
+	for (long i = 0; i < n; i++)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	elapsed = now_ns() - start;
+	printf("clock_gettime_ns %.1f\n", elapsed / (double)n);
+
+	long m = n / 10 + 1;
+	start = now_ns();
+	for (long i = 0; i < m; i++)
+		syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	elapsed = now_ns() - start;
+	printf("clock_gettime_syscall_ns %.1f\n", elapsed / (double)m);
 	return 0;
 }

@@ -151,6 +151,10 @@ pub const ALL: &[&str] = &[
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
     // A vfork child on its parent's memory (processes.rs).
+    "vdso",
+    "vdso_dyn",
+    "vdso_dyn_musl",
+    "vdso_glibc",
     "vforkmem",
     "waits",
 ];

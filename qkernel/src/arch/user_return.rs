@@ -104,7 +104,8 @@ fn page_gpa() -> u64 {
 
 /// Maps the return page into `mm` (read + execute) at [`USER_RETURN_VA`].
 pub fn map(mm: &mut AddrSpace) -> Result<(), crate::errno::Errno> {
-    mm.map_kernel_page(USER_RETURN_VA, page_gpa())
+    use crate::mm::vma::{PROT_EXEC, PROT_READ};
+    mm.map_kernel_page(USER_RETURN_VA, page_gpa(), PROT_READ | PROT_EXEC)
 }
 
 /// Completes the stub for a program interrupted inside it (the kick

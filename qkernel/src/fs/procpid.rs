@@ -396,6 +396,7 @@ fn maps(p: &mut Process) -> String {
         let name = match v.kind {
             VmaKind::Heap => "[heap]",
             VmaKind::Stack => "[stack]",
+            VmaKind::Kernel => crate::vdso::name(v.start),
             _ => "",
         };
         let line = format!(

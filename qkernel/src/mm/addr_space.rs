@@ -95,10 +95,11 @@ impl AddrSpace {
         });
     }
 
-    /// Maps the kernel page at `gpa` read + execute at `va` (a VMA of its
-    /// own, so `mmap` never picks it).
-    pub fn map_kernel_page(&mut self, va: u64, gpa: u64) -> Result<(), Errno> {
-        let prot = PROT_READ | PROT_EXEC;
+    /// Maps the kernel page at `gpa` at `va` with `prot` (no write: a
+    /// `VmaKind::Kernel` VMA, so `mmap` never picks it, and the program can
+    /// neither write it, change its protection, move it nor discard it).
+    pub fn map_kernel_page(&mut self, va: u64, gpa: u64, prot: u32) -> Result<(), Errno> {
+        let prot = prot & (PROT_READ | PROT_EXEC);
         let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
         // SAFETY: `leaf` points into a live page-table page of ours.
         unsafe { *leaf = Pte::new(gpa, pte_flags(prot)).0 };
@@ -147,6 +148,11 @@ impl AddrSpace {
         while va < end {
             let vma = self.vmas.find(va).ok_or(Errno::EFAULT)?;
             let (prot, kind) = (vma.prot, vma.kind);
+            // A kernel page is mapped by `map_kernel_page` or not at all.
+            if kind == VmaKind::Kernel {
+                va += 4096;
+                continue;
+            }
             // Window pages of a file that shrank on the host stay unmapped
             // (a fault there is SIGBUS).
             let file = vma.file.and_then(|f| f.gpa(va));
@@ -252,12 +258,13 @@ impl AddrSpace {
         if !self.vmas.covers(start, end) {
             return Err(Errno::ENOMEM);
         }
-        // The kernel's return page stays read-only for the program.
-        if prot & PROT_WRITE != 0
-            && self
-                .vmas
-                .iter_range(start, end)
-                .any(|v| v.kind == VmaKind::Kernel)
+        // Kernel pages (the return page, the vDSO and vvar) keep their
+        // protection: a PROT_NONE round trip would otherwise leave their
+        // VMA without its page.
+        if self
+            .vmas
+            .iter_range(start, end)
+            .any(|v| v.kind == VmaKind::Kernel && v.prot != prot)
         {
             return Err(Errno::EACCES);
         }

@@ -47,6 +47,11 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         return Err(FaultError::Segv);
     }
     let page = addr & !0xfff;
+    // Kernel pages (vDSO, vvar, return page) are mapped whole or not at
+    // all: nothing to fault in.
+    if vma.kind == VmaKind::Kernel && error & PF_PRESENT == 0 {
+        return Err(FaultError::Segv);
+    }
     if error & PF_PRESENT == 0 && mm.pt.get(page).swapped() {
         return super::swap::swap_in(mm, &vma, page);
     }

@@ -231,6 +231,10 @@ pub fn mremap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if old_end > vma.end {
         return Err(Errno::EFAULT);
     }
+    // The kernel's pages (the vDSO, vvar) do not move or grow.
+    if vma.kind == VmaKind::Kernel {
+        return Err(Errno::EINVAL);
+    }
     let old_len = old_end - old;
     if flags & MREMAP_FIXED == 0 {
         if new_len <= old_len {
@@ -308,6 +312,15 @@ pub fn madvise(p: &mut Process, a: &[u64; 6]) -> SysResult {
         MADV_DONTNEED | MADV_FREE => {
             if !p.mm.vmas.covers(start, end) {
                 return Err(Errno::ENOMEM);
+            }
+            // Not the kernel's pages (the vDSO, vvar): as Linux's
+            // special mappings.
+            if p.mm
+                .vmas
+                .iter_range(start, end)
+                .any(|v| v.kind == VmaKind::Kernel)
+            {
+                return Err(Errno::EINVAL);
             }
             p.mm.discard(start, end);
             Ok(0)

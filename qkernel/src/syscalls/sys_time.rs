@@ -15,6 +15,9 @@ const CLOCK_MONOTONIC_RAW: u64 = 4;
 const CLOCK_REALTIME_COARSE: u64 = 5;
 const CLOCK_MONOTONIC_COARSE: u64 = 6;
 const CLOCK_BOOTTIME: u64 = 7;
+/// International Atomic Time: `CLOCK_REALTIME` plus the TAI offset, which
+/// is 0 here (as on Linux until `adjtimex` sets it).
+const CLOCK_TAI: u64 = 11;
 const TIMER_ABSTIME: u64 = 1;
 
 /// A CPU-time clock: whose and which time.
@@ -101,7 +104,9 @@ fn cpu_clock_ns(c: CpuClock) -> Result<u64, Errno> {
 
 fn clock_ns(clock: u64) -> Result<u64, Errno> {
     Ok(match u64::from(clock as u32) {
-        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => time::realtime_ns(),
+        // The vDSO (`qkernel/vdso/vdso.c`) answers the same clocks the
+        // same way; keep the two in step.
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE | CLOCK_TAI => time::realtime_ns(),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => {
             time::monotonic_ns()
         }

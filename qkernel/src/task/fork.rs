@@ -60,7 +60,13 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
     let r = (|| {
         for vma in &vmas {
             if vma.kind == VmaKind::Kernel {
-                child.map_kernel_page(vma.start, mm.pt.get(vma.start).addr())?;
+                // The same kernel pages (return page, vDSO, vvar).
+                for va in (vma.start..vma.end).step_by(4096) {
+                    let pte = mm.pt.get(va);
+                    if pte.present() {
+                        child.map_kernel_page(va, pte.addr(), vma.prot)?;
+                    }
+                }
                 continue;
             }
             child.vmas.insert(*vma);

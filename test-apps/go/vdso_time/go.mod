@@ -1,0 +1,3 @@
+module vdso_time
+
+go 1.21
