@@ -181,7 +181,7 @@ pub fn any_away() -> bool {
 }
 
 /// Whether a task came back from a secondary and waits for vCPU 0.
-fn returned_pending() -> bool {
+pub fn returned_pending() -> bool {
     enabled() && (1..cpus()).any(|k| SLOTS[k].state.load(SeqCst) == RETURNED)
 }
 
@@ -220,7 +220,13 @@ pub fn collect(k: &mut Kernel) {
             let ns = crate::time::tsc_to_ns(arch::rdtsc().wrapping_sub(a.since));
             super::cpu::charge_user(pid, a.tgid, ns);
             t.state = State::Runnable;
-            k.runq.push_front(pid);
+            if a.frame.vector == u64::from(KICK_VECTOR) {
+                // Recalled: it waits its turn.
+                k.runq.push_back(pid);
+            } else {
+                // Its syscall or fault waits: served first.
+                k.runq.push_front(pid);
+            }
         }
         drop(a);
         s.state.store(IDLE, SeqCst);
@@ -291,6 +297,29 @@ pub fn shootdown(cr3: u64) {
     for k in 1..cpus() {
         let st = SLOTS[k].state.load(SeqCst);
         if (st == ASSIGNED || st == RUNNING) && SLOTS[k].cr3.load(SeqCst) == cr3 {
+            recall_slot(k);
+        }
+    }
+}
+
+/// A slice on a secondary: as long as vCPU 0's.
+const SLICE_NS: u64 = 10_000_000;
+
+/// vCPU 0's slice ended while tasks wait (`slice::at_user_return`): the
+/// tasks that have kept a secondary for a slice or longer go back to
+/// the run queue too, so that the waiting ones get a secondary in turn.
+pub fn rotate() {
+    if !enabled() {
+        return;
+    }
+    let now = arch::rdtsc();
+    for k in 1..cpus() {
+        let s = &SLOTS[k];
+        if s.state.load(SeqCst) != RUNNING {
+            continue;
+        }
+        let since = s.away.try_lock().map(|a| a.since);
+        if since.is_some_and(|t| crate::time::tsc_to_ns(now.wrapping_sub(t)) >= SLICE_NS) {
             recall_slot(k);
         }
     }
