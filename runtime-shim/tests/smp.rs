@@ -266,7 +266,6 @@ fn hibernate_4_computing_threads_on_2_vcpus() {
 /// Two CPU-bound threads on 2 vCPUs overlap in time: running them at once
 /// takes clearly less wall time than one after the other.
 #[test]
-#[ignore = "tasks do not run on the secondary vCPUs yet (docs/smp.md, step 3): the ratio is 1.0 today"]
 fn two_cpu_bound_threads_overlap_on_2_vcpus() {
     if !common::require_kvm() {
         return;

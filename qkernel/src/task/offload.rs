@@ -350,6 +350,27 @@ pub fn forget_group(g: u32) {
     }
 }
 
+/// Tasks that `sched_setaffinity` kept on vCPU 0.
+static PINNED: Mutex<alloc::vec::Vec<u32>> = Mutex::new(alloc::vec::Vec::new());
+
+/// Keeps task `tid` on vCPU 0 (`pinned`) or lets it run anywhere.
+pub fn pin(tid: u32, pinned: bool) {
+    let mut p = PINNED.lock();
+    p.retain(|&t| t != tid);
+    if pinned && p.len() < super::MAX_TASKS * 2 {
+        p.push(tid);
+    }
+}
+
+/// The affinity mask of task `tid` (0: none in particular): every vCPU
+/// that runs tasks, or CPU 0 alone for a pinned task.
+pub fn affinity(tid: u32) -> u64 {
+    if tid != 0 && PINNED.lock().contains(&tid) {
+        return 1;
+    }
+    (1u64 << cpus()) - 1
+}
+
 /// An idle secondary, if the running task should go to one: another task
 /// waits for vCPU 0 and the sandbox is awake.
 fn wanted() -> Option<usize> {
@@ -385,10 +406,13 @@ pub fn away(frame: &mut TrapFrame) -> bool {
         sched::yield_now();
         return true;
     }
+    let me = current_pid();
+    if PINNED.lock().contains(&me) {
+        return false;
+    }
     let Some(k) = wanted() else {
         return false;
     };
-    let me = current_pid();
     let next = {
         let mut kk = KERNEL.lock();
         let Some(next) = sched::pick(&mut kk) else {
