@@ -271,6 +271,23 @@ fn recall_slot(k: usize) {
     }
 }
 
+/// Takes back the tasks no secondary has started yet (vCPU 0 has nothing
+/// else to run: a secondary whose host thread waits for a CPU would only
+/// delay them). True if there was one (collected at the next pick).
+pub fn reclaim_unstarted() -> bool {
+    if !enabled() {
+        return false;
+    }
+    let mut any = false;
+    for k in 1..cpus() {
+        if SLOTS[k].state.load(SeqCst) == ASSIGNED {
+            recall_slot(k);
+            any = true;
+        }
+    }
+    any
+}
+
 /// Takes `pid` back if it is away; true if it was (it is then collected
 /// at the next pick).
 pub fn recall(pid: u32) -> bool {

@@ -66,6 +66,11 @@ pub fn yield_now() {
     let next = {
         let mut k = KERNEL.lock();
         super::futex::expire(&mut k);
+        if k.runq.is_empty() {
+            // A task handed to a secondary that has not started it runs
+            // here instead (`offload::reclaim_unstarted`).
+            super::offload::reclaim_unstarted();
+        }
         let Some(next) = pick(&mut k) else { return };
         let me = current_pid();
         if let Some(t) = k.tasks.get_mut(&me) {
@@ -92,6 +97,9 @@ fn next_task() -> Option<u32> {
             if let Some(next) = pick(&mut k) {
                 return Some(next);
             }
+        }
+        if super::offload::reclaim_unstarted() {
+            continue;
         }
         let futex_deadline = super::futex::next_deadline();
         if super::park::any()
