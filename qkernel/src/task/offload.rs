@@ -163,6 +163,11 @@ fn enabled() -> bool {
     cpus() > 1
 }
 
+/// The secondaries' slots, with their vCPU ids.
+fn secondaries() -> impl Iterator<Item = (usize, &'static Slot)> {
+    SLOTS.iter().enumerate().take(cpus()).skip(1)
+}
+
 /// A host call of a secondary (or of vCPU 0 in the middle of a hand-over):
 /// the doorbell only, no control request served.
 fn bare(c: Call, args: [u64; 6]) -> i64 {
@@ -279,8 +284,8 @@ pub fn reclaim_unstarted() -> bool {
         return false;
     }
     let mut any = false;
-    for k in 1..cpus() {
-        if SLOTS[k].state.load(SeqCst) == ASSIGNED {
+    for (k, s) in secondaries() {
+        if s.state.load(SeqCst) == ASSIGNED {
             recall_slot(k);
             any = true;
         }
@@ -295,9 +300,9 @@ pub fn recall(pid: u32) -> bool {
         return false;
     }
     let mut found = false;
-    for k in 1..cpus() {
-        let st = SLOTS[k].state.load(SeqCst);
-        if st != IDLE && SLOTS[k].pid.load(SeqCst) == pid {
+    for (k, s) in secondaries() {
+        let st = s.state.load(SeqCst);
+        if st != IDLE && s.pid.load(SeqCst) == pid {
             recall_slot(k);
             found = true;
         }
@@ -311,9 +316,9 @@ pub fn shootdown(cr3: u64) {
     if !enabled() {
         return;
     }
-    for k in 1..cpus() {
-        let st = SLOTS[k].state.load(SeqCst);
-        if (st == ASSIGNED || st == RUNNING) && SLOTS[k].cr3.load(SeqCst) == cr3 {
+    for (k, s) in secondaries() {
+        let st = s.state.load(SeqCst);
+        if (st == ASSIGNED || st == RUNNING) && s.cr3.load(SeqCst) == cr3 {
             recall_slot(k);
         }
     }
@@ -330,8 +335,7 @@ pub fn rotate() {
         return;
     }
     let now = arch::rdtsc();
-    for k in 1..cpus() {
-        let s = &SLOTS[k];
+    for (k, s) in secondaries() {
         if s.state.load(SeqCst) != RUNNING {
             continue;
         }
@@ -347,7 +351,7 @@ pub fn recall_all() {
     if !enabled() {
         return;
     }
-    for k in 1..cpus() {
+    for (k, _) in secondaries() {
         recall_slot(k);
     }
 }
@@ -358,8 +362,7 @@ pub fn forget_group(g: u32) {
     if !enabled() {
         return;
     }
-    for k in 1..cpus() {
-        let s = &SLOTS[k];
+    for (k, s) in secondaries() {
         if s.state.load(SeqCst) != IDLE && s.tgid.load(SeqCst) == g {
             recall_slot(k);
             s.state.store(IDLE, SeqCst);
