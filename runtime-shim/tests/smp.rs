@@ -277,7 +277,8 @@ fn burn_ratio(out: &common::Outcome) -> f64 {
 /// when the machine has two free CPUs, which the same program run
 /// natively in turn with the sandbox shows (best of 3 each). On a machine
 /// too loaded for that (native ratio over 0.6: the machine is shared),
-/// the sandbox must still come within 0.15 of the native ratio.
+/// the sandbox must still come within 0.3 of the native ratio (its vCPU
+/// threads and round trips to vCPU 0 compete for the same busy CPUs).
 #[test]
 fn two_cpu_bound_threads_overlap_on_2_vcpus() {
     if !common::require_kvm() {
@@ -304,7 +305,7 @@ fn two_cpu_bound_threads_overlap_on_2_vcpus() {
             "NOTE: the machine has no two free CPUs now (native ratio {native:.2}): checked against native only"
         );
         assert!(
-            sandboxed <= native + 0.15,
+            sandboxed <= native + 0.3,
             "parallel / serial wall time {sandboxed:.2} on 2 vCPUs, native {native:.2}"
         );
     }
