@@ -232,6 +232,9 @@ pub fn collect(k: &mut Kernel) {
                 // Its syscall or fault waits: served first.
                 k.runq.push_front(pid);
             }
+        } else if k.tasks.get(&pid).is_some_and(|t| t.live()) {
+            // Not the task that left (a kernel bug): it stays blocked.
+            log::error!("task {pid} came back from a secondary vCPU to another frame");
         }
         drop(a);
         s.state.store(IDLE, SeqCst);
@@ -417,7 +420,7 @@ pub fn away(frame: &mut TrapFrame) -> bool {
     if !enabled() {
         return false;
     }
-    if returned_pending() {
+    if returned_pending() && !crate::mm::swap::asleep() {
         // Tasks came back from secondaries: they go first. The frame
         // leaves the return stub's slots (the switch clears them) and is
         // served again as a kick.
