@@ -58,6 +58,21 @@ pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
     raw_call(c, args)
 }
 
+/// The doorbell alone: no control request served, no accounting, no
+/// freed memory handed back (a secondary vCPU's calls, and vCPU 0's in
+/// the middle of handing a task to one: `task::offload`).
+pub fn call_bare(c: Call, args: [u64; 6]) -> i64 {
+    let mut rec = arch::percpu::this().record.lock();
+    rec.call = c as u64;
+    rec.args = args;
+    rec.ret = 0;
+    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
+    // SAFETY: as in `raw_call`.
+    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    // SAFETY: `ret` was written by the VMM behind the compiler's back.
+    unsafe { core::ptr::read_volatile(&rec.ret) }
+}
+
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let blocking = crate::syscalls::cputime::may_block(c, &args);
     // Freed memory goes back before the guest waits (a process that exits
@@ -104,6 +119,13 @@ pub fn sleep_until(deadline_ns: u64) -> bool {
 pub fn exit(status: i32) -> ! {
     // Shared file mappings reach their files before the sandbox ends.
     crate::mm::sharedfile::sync_all();
+    if crate::task::offload::cpus() > 1 {
+        log::debug!(
+            "{} task stints on secondary vCPUs, {} preemptions",
+            crate::task::offload::STINTS.load(core::sync::atomic::Ordering::Relaxed),
+            crate::task::slice::PREEMPTIONS.load(core::sync::atomic::Ordering::Relaxed)
+        );
+    }
     if crate::arch::kstack::measuring() {
         log::debug!(
             "kernel stack high water: boot stack (pid 1) {} of {} bytes, control stack {} of {} bytes",

@@ -228,12 +228,15 @@ mod kernel {
                 hostcall::boot_error("a secondary vCPU did not come online");
             }
             log::debug!("{cpus} vCPUs, {n} secondaries online");
+            if n == cpus as i64 - 1 {
+                crate::task::offload::set_cpus(cpus as usize);
+            }
         }
     }
 
     /// A secondary vCPU after its opt-in (`arch::boot`): RDI = its id. It
-    /// waits in the host until woken; there is nothing for it to run yet
-    /// (tasks run on vCPU 0 only: docs/smp.md), so a wake only loops.
+    /// waits in the host until vCPU 0 hands it a task's user mode
+    /// (`task::offload`, docs/smp.md).
     #[unsafe(no_mangle)]
     pub extern "C" fn smp_main(k: u64) -> ! {
         let k = k as usize;
@@ -246,9 +249,8 @@ mod kernel {
             .store(true, core::sync::atomic::Ordering::Release);
         crate::vdso::getcpu_by_syscall();
         log::info!("vCPU {k} online (native mode)");
-        loop {
-            hostcall::call_once(qlib::abi::Call::VcpuIdle, [0; 6]);
-        }
+        let (base, top) = arch::boot::ap_stack(k);
+        crate::task::offload::secondary_main(base, top)
     }
 
     #[panic_handler]

@@ -49,6 +49,31 @@ fn kill(sig: i32, frame: &TrapFrame, what: &str, addr: u64) -> ! {
 /// the return stub (`user_return`), never with a plain `sysretq`.
 #[unsafe(no_mangle)]
 extern "C" fn syscall_handler(frame: &mut TrapFrame) {
+    if crate::arch::percpu::this().id() != 0 {
+        // A task's user mode on a secondary vCPU: vCPU 0 serves it.
+        crate::task::offload::secondary_entry(frame, 0);
+        return;
+    }
+    syscall_body(frame);
+    after_return(frame);
+}
+
+/// On vCPU 0, with the running task's return to user mode prepared in
+/// `frame`: it may run on a secondary vCPU meanwhile (`task::offload`);
+/// the entries it comes back with are served here, as if they had come
+/// on vCPU 0.
+pub fn after_return(frame: &mut TrapFrame) {
+    while crate::task::offload::away(frame) {
+        if frame.vector == u64::MAX {
+            syscall_body(frame);
+        } else {
+            let cr2 = crate::task::offload::take_fault(crate::task::current_pid());
+            exception_body(frame, cr2);
+        }
+    }
+}
+
+fn syscall_body(frame: &mut TrapFrame) {
     let nr = frame.rax;
     let full_restore = if nr == SYS_RT_SIGRETURN {
         crate::control::serve_pending();
@@ -143,6 +168,16 @@ fn fault_signal(vector: u64) -> (u32, i32, bool) {
 extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
     let from_user = from_user != 0;
     let platform = *PLATFORM.get().expect("set at boot");
+    if from_user && crate::arch::percpu::this().id() != 0 {
+        // A task's user mode on a secondary vCPU: vCPU 0 serves it.
+        let cr2 = if frame.vector == 14 {
+            platform.fault_address()
+        } else {
+            0
+        };
+        crate::task::offload::secondary_entry(frame, cr2);
+        return;
+    }
     if !from_user {
         // A program may enter a syscall with TF set (the hypervisor does
         // not apply SFMASK): the single-step trap lands in the kernel.
@@ -168,6 +203,14 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
             frame.vector, frame.rip, frame.error, cr2, frame.rsp
         );
     }
+    exception_body(frame, None);
+    after_return(frame);
+}
+
+/// An exception from the running task's user mode; `fault_addr`: the CR2
+/// of a page fault taken on a secondary vCPU (else this vCPU's).
+fn exception_body(frame: &mut TrapFrame, fault_addr: Option<u64>) {
+    let platform = *PLATFORM.get().expect("set at boot");
     let mut info = signal::Info {
         trapno: frame.vector,
         error: frame.error,
@@ -179,7 +222,7 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
         crate::control::serve_from_interrupt();
         crate::task::spawn::yield_if_requested();
     } else if frame.vector == 14 {
-        let addr = platform.fault_address();
+        let addr = fault_addr.unwrap_or_else(|| platform.fault_address());
         let r = process::with(|p| {
             fault::handle(&mut p.mm, addr, frame.error)
                 .map_err(|e| (e, p.mm.vmas.find(addr).is_some()))

@@ -16,6 +16,9 @@ pub const ABI_VERSION: u64 = 15;
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
 
+/// `Call::WakeVcpu` `args[1]`: kick the vCPUs that run guest code too.
+pub const WAKE_KICK: u64 = 1;
+
 /// The doorbell port. `out dx, eax` with `eax` = GPA of a [`HostCall`].
 pub const HOSTCALL_PORT: u16 = 0x5150;
 
@@ -136,7 +139,11 @@ pub enum Call {
     /// cost, until [`Call::WakeVcpu`] names it (or the sandbox ends).
     /// Returns 0.
     VcpuIdle = 13,
-    /// Wakes the idle vCPUs in the mask `args[0]` (bit k = vCPU k).
+    /// Wakes the idle vCPUs in the mask `args[0]` (bit k = vCPU k). Bit
+    /// 0 (vCPU 0, from a secondary) makes vCPU 0 leave a blocking host
+    /// call or user mode (a kick), as a posted control request does. With
+    /// `args[1]` = [`WAKE_KICK`], the secondaries of the mask that run
+    /// guest code are kicked too (the kick interrupt at a user-mode RIP).
     /// Returns 0.
     WakeVcpu = 14,
     /// Wake the VMM's slice watcher: the guest has tasks competing for the

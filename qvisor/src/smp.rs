@@ -8,8 +8,9 @@
 //! wake eventfd, no CPU used) until `Call::WakeVcpu` names them.
 //!
 //! A secondary serves its own few host calls here: `VcpuIdle`,
-//! `WakeVcpu`, `Log`, `Panic`, `BootError`; anything else is `ENOSYS`
-//! (it runs no tasks yet). A secondary that fails (a guest panic, a
+//! `WakeVcpu`, `Log`, `Panic`, `BootError`; anything else is `ENOSYS`:
+//! a secondary runs tasks' user mode only, vCPU 0 does their kernel
+//! work (`qkernel/src/task/offload.rs`). A secondary that fails (a guest panic, a
 //! triple fault) records the error and wakes vCPU 0, which stops the
 //! sandbox with it.
 
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use kvm_ioctls::{VcpuExit, VcpuFd};
-use qlib::abi::{Call, HOSTCALL_PORT, HostCall, MAX_VCPUS};
+use qlib::abi::{Call, HOSTCALL_PORT, HostCall, MAX_VCPUS, WAKE_KICK};
 
 use crate::control::ControlChannel;
 use crate::error::VmmError;
@@ -116,11 +117,16 @@ impl Smp {
     }
 
     /// `Call::WakeVcpu`: wakes the vCPUs of `mask` (bit k = vCPU k; vCPU
-    /// 0 and vCPUs that do not exist are ignored).
-    pub fn wake(&self, mask: u64) -> i64 {
+    /// 0, served by the caller, and vCPUs that do not exist are ignored);
+    /// with `flags` = `WAKE_KICK` also kicks those that run guest code
+    /// (the guest recalls a task from a secondary's user mode).
+    pub fn wake(&self, mask: u64, flags: u64) -> i64 {
         for (i, c) in self.cpus.iter().enumerate() {
             if mask & (1 << (i + 1)) != 0 {
                 poke(&c.wake);
+                if flags & WAKE_KICK != 0 {
+                    c.kick.request();
+                }
             }
         }
         0
@@ -216,21 +222,41 @@ pub fn run_secondary(
     let kick = &smp.cpus[k - 1].kick;
     let exit_flag: *mut u8 = &raw mut vcpu.get_kvm_run().immediate_exit;
     kick.attach(exit_flag);
-    if let Err(e) = run_loop(&mut vcpu, k, smp, ram, log_level, kick, exit_flag) {
+    let cpu = Cpu {
+        k,
+        smp,
+        ram,
+        channel,
+        log_level,
+    };
+    if let Err(e) = run_loop(&mut vcpu, &cpu, kick, exit_flag) {
         smp.fail(channel, ram, e);
     }
     kick.detach();
 }
 
+/// What a secondary's loop serves its calls with.
+struct Cpu<'a> {
+    k: usize,
+    smp: &'a Smp,
+    ram: &'a GuestRam,
+    channel: &'a ControlChannel,
+    log_level: u64,
+}
+
 fn run_loop(
     vcpu: &mut VcpuFd,
-    k: usize,
-    smp: &Smp,
-    ram: &GuestRam,
-    log_level: u64,
+    cpu: &Cpu<'_>,
     kick: &Kick,
     exit_flag: *mut u8,
 ) -> Result<(), VmmError> {
+    let Cpu {
+        k,
+        smp,
+        ram,
+        channel,
+        log_level,
+    } = *cpu;
     let err = |m: String| VmmError::Vcpu(format!("vCPU {k}: {m}"));
     let mut first = true;
     while !smp.stopping() {
@@ -252,10 +278,16 @@ fn run_loop(
                 )));
             }
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
-                // Kicked (to stop; nothing is injected into a secondary).
+                // Kicked: to stop, or (`WAKE_KICK`) to recall the task
+                // it runs. The interrupt goes in only at a user-mode RIP;
+                // in guest kernel code the guest reads its recall flag
+                // before it returns to user mode, and the recalling vCPU
+                // kicks again while it waits (`task::offload`).
                 // SAFETY: as above.
                 unsafe { exit_flag.write_volatile(0) };
-                kick.take();
+                if kick.take() && !smp.stopping() {
+                    crate::kick_inject::try_inject(vcpu)?;
+                }
                 continue;
             }
             Err(e) => return Err(err(format!("KVM_RUN: {e}"))),
@@ -283,7 +315,13 @@ fn run_loop(
                 }
                 0
             }
-            Some(Call::WakeVcpu) => smp.wake(a[0]),
+            Some(Call::WakeVcpu) => {
+                if a[0] & 1 != 0 {
+                    // A task came back from this vCPU: vCPU 0 serves it.
+                    channel.post(ram, 0);
+                }
+                smp.wake(a[0], a[1])
+            }
             Some(Call::Log) => {
                 if a[0] != 0 && a[0] <= log_level {
                     let name = ["", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"]

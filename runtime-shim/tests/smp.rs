@@ -263,24 +263,50 @@ fn hibernate_4_computing_threads_on_2_vcpus() {
     assert_eq!(code, 0);
 }
 
+/// `smp burn N`'s ratio of parallel to serial wall time in `out`.
+fn burn_ratio(out: &common::Outcome) -> f64 {
+    common::stdout(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("burn_ratio "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no burn_ratio: {out:?}"))
+}
+
 /// Two CPU-bound threads on 2 vCPUs overlap in time: running them at once
-/// takes clearly less wall time than one after the other.
+/// takes clearly less wall time than one after the other (under 0.75x),
+/// when the machine has two free CPUs, which the same program run
+/// natively in turn with the sandbox shows (best of 3 each). On a machine
+/// too loaded for that (native ratio over 0.6: the machine is shared),
+/// the sandbox must still come within 0.3 of the native ratio (its vCPU
+/// threads and round trips to vCPU 0 compete for the same busy CPUs).
 #[test]
-#[ignore = "tasks do not run on the secondary vCPUs yet (docs/smp.md, step 3): the ratio is 1.0 today"]
 fn two_cpu_bound_threads_overlap_on_2_vcpus() {
     if !common::require_kvm() {
         return;
     }
     let prog = test_apps::path("smp");
-    let out = common::run_sandboxed_with(&["--cpus", "2"], &prog, &["burn", "100000000"], &[]);
-    let text = common::stdout(&out);
-    let ratio: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("burn_ratio "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no burn_ratio: {out:?}"));
-    assert!(
-        ratio < 0.75,
-        "parallel / serial wall time {ratio:.2} on 2 vCPUs:\n{text}"
+    let args = ["burn", "100000000"];
+    let (mut native, mut sandboxed) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        native = native.min(burn_ratio(&common::run_native(&prog, &args, &[])));
+        let out = common::run_sandboxed_with(&["--cpus", "2"], &prog, &args, &[]);
+        sandboxed = sandboxed.min(burn_ratio(&out));
+    }
+    eprintln!(
+        "burn ratio (parallel / serial), best of 3: native {native:.2}, 2 vCPUs {sandboxed:.2}"
     );
+    if native <= 0.6 {
+        assert!(
+            sandboxed < 0.75,
+            "parallel / serial wall time {sandboxed:.2} on 2 vCPUs (native {native:.2})"
+        );
+    } else {
+        eprintln!(
+            "NOTE: the machine has no two free CPUs now (native ratio {native:.2}): checked against native only"
+        );
+        assert!(
+            sandboxed <= native + 0.3,
+            "parallel / serial wall time {sandboxed:.2} on 2 vCPUs, native {native:.2}"
+        );
+    }
 }

@@ -38,6 +38,13 @@ pub struct ApStacks(pub [[u8; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
 #[unsafe(no_mangle)]
 pub static mut AP_STACKS: ApStacks = ApStacks([[0; AP_STACK_SIZE]; super::percpu::MAX_CPUS - 1]);
 
+/// Secondary vCPU `k`'s boot stack (1 <= k < MAX_CPUS): (lowest address,
+/// top). It stays its kernel stack (`task::offload`).
+pub fn ap_stack(k: usize) -> (u64, u64) {
+    let base = core::ptr::addr_of!(AP_STACKS) as u64 + ((k - 1) * AP_STACK_SIZE) as u64;
+    (base, base + AP_STACK_SIZE as u64)
+}
+
 global_asm!(
     r#"
 .section .text.boot, "ax"

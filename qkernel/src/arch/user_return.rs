@@ -147,6 +147,16 @@ pub fn clear_slots() {
     unsafe { core::ptr::write_volatile(slots(percpu::this().id()), [0; 3]) };
 }
 
+/// [`prepare`] on a secondary vCPU for a context vCPU 0 prepared before
+/// (it checked that the address space maps the return page).
+pub fn prepare_unchecked(frame: &mut TrapFrame) {
+    let k = percpu::this().id();
+    // SAFETY: as in `prepare`.
+    unsafe { core::ptr::write_volatile(slots(k), [frame.rcx, frame.r11, frame.rip]) };
+    frame.rip = USER_RETURN_VA + (k * STRIDE) as u64;
+    frame.rflags = (frame.rflags & crate::process::USER_RFLAGS) | 0x202;
+}
+
 /// Prepares `frame` for the `sysretq` return: saves the program's RCX, R11
 /// and RIP in the slots and points RIP at the stub. False (nothing changed)
 /// when `mm` does not map the return page (the loader maps it into every

@@ -101,6 +101,11 @@ pub fn text(which: &str) -> String {
         "mountinfo" => mounts(true),
         "filesystems" => "nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\n".into(),
         "sys/fs/pipe-max-size" => format!("{PIPE_MAX_SIZE}\n"),
+        // `/sys/devices/system/cpu/online` and `possible`.
+        "cpu-online" => match crate::task::offload::cpus() {
+            1 => "0\n".into(),
+            n => format!("0-{}\n", n - 1),
+        },
         "sys/kernel/hostname" => {
             let h = crate::boot_slice(crate::boot_info().hostname);
             let h = &h[..h.len().min(64)];
@@ -408,26 +413,29 @@ fn cpuinfo() -> String {
     };
     let khz = time::tsc_khz();
     let mut s = String::new();
-    // One vCPU: processor 0.
-    let _ = write!(
-        s,
-        "processor\t: 0\nvendor_id\t: {}\ncpu family\t: {family}\nmodel\t\t: {model}\n\
+    // One entry per vCPU that runs tasks.
+    let n = crate::task::offload::cpus();
+    for i in 0..n {
+        let _ = write!(
+            s,
+            "processor\t: {i}\nvendor_id\t: {}\ncpu family\t: {family}\nmodel\t\t: {model}\n\
          model name\t: {}\nstepping\t: {}\ncpu MHz\t\t: {}.{:03}\n\
-         physical id\t: 0\nsiblings\t: 1\ncore id\t\t: 0\ncpu cores\t: 1\n\
-         apicid\t\t: 0\ninitial apicid\t: 0\nfpu\t\t: yes\nfpu_exception\t: yes\n\
+         physical id\t: 0\nsiblings\t: {n}\ncore id\t\t: {i}\ncpu cores\t: {n}\n\
+         apicid\t\t: {i}\ninitial apicid\t: {i}\nfpu\t\t: yes\nfpu_exception\t: yes\n\
          cpuid level\t: {max}\nwp\t\t: yes\nflags\t\t: {flags}\n\
          bogomips\t: {}.{:02}\nclflush size\t: {clflush}\ncache_alignment\t: {clflush}\n\
          address sizes\t: {} bits physical, {} bits virtual\npower management:\n\n",
-        String::from_utf8_lossy(&vendor),
-        model_name(max_ext),
-        l1.0 & 0xf,
-        khz / 1000,
-        khz % 1000,
-        khz * 2 / 1000,
-        khz * 2 % 1000 / 10,
-        bits & 0xff,
-        (bits >> 8) & 0xff,
-    );
+            String::from_utf8_lossy(&vendor),
+            model_name(max_ext),
+            l1.0 & 0xf,
+            khz / 1000,
+            khz % 1000,
+            khz * 2 / 1000,
+            khz * 2 % 1000 / 10,
+            bits & 0xff,
+            (bits >> 8) & 0xff,
+        );
+    }
     s
 }
 
@@ -439,8 +447,14 @@ fn stat() -> String {
     let cpu = format!("{} 0 {} {} 0 0 0 0 0 0", t(user), t(sys), t(idle));
     let btime = time::realtime_ns().saturating_sub(up) / 1_000_000_000;
     let (running, _, last) = tasks();
+    // Every vCPU that runs tasks has a line (glibc counts them for
+    // `get_nprocs` without /sys); the times are all vCPU 0's.
+    let mut cpu_lines = format!("cpu0 {cpu}\n");
+    for i in 1..crate::task::offload::cpus() {
+        let _ = writeln!(cpu_lines, "cpu{i} 0 0 0 0 0 0 0 0 0 0");
+    }
     format!(
-        "cpu  {cpu}\ncpu0 {cpu}\nintr 0\nctxt 0\nbtime {btime}\nprocesses {last}\n\
+        "cpu  {cpu}\n{cpu_lines}intr 0\nctxt 0\nbtime {btime}\nprocesses {last}\n\
          procs_running {running}\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n"
     )
 }

@@ -157,11 +157,12 @@ pub fn lookup(path: &str) -> Node {
         return proc_lookup(r.trim_matches('/'));
     }
     if let Some(r) = rest("/sys") {
-        // An empty directory (sysfs, read-only in a container).
-        return if r.trim_start_matches('/').is_empty() {
-            Node::Dir("sys")
-        } else {
-            Node::Missing
+        // An empty directory (sysfs, read-only in a container), but for
+        // the online CPUs (glibc's `get_nprocs` reads them).
+        return match r.trim_matches('/') {
+            "" => Node::Dir("sys"),
+            "devices/system/cpu/online" | "devices/system/cpu/possible" => Node::Text("cpu-online"),
+            _ => Node::Missing,
         };
     }
     Node::Host

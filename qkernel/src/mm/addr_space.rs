@@ -57,6 +57,8 @@ impl AddrSpace {
     /// # Safety
     /// CR3 must name another address space's PGD.
     pub unsafe fn free(mut self) {
+        // No secondary vCPU may still run on it.
+        crate::task::offload::shootdown(self.pt.kernel_cr3());
         let ranges: alloc::vec::Vec<(u64, u64)> = self
             .vmas
             .iter_range(0, u64::MAX)

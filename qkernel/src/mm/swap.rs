@@ -389,6 +389,7 @@ fn undo(st: &mut SwapState) {
 /// new end: `sharedfile`; window pages of a file shrunk on the host:
 /// `filemap`).
 pub fn unmap_everywhere(drop: &dyn Fn(u64) -> bool) {
+    crate::task::offload::recall_all();
     for pgd in address_spaces() {
         walk_user(pgd, &mut |m: Mapped| {
             if drop(m.gpa) {
@@ -480,6 +481,10 @@ pub fn in_blocking_call() -> bool {
 pub fn hibernate(interrupted: bool) {
     // Read before any host call of ours, which resets it.
     let in_flight = if interrupted { None } else { *IN_FLIGHT.lock() };
+    // The barrier: no task runs on a secondary vCPU from here (they wait
+    // in the host with the boot page tables; the tasks are collected
+    // after the wake).
+    crate::task::offload::recall_all();
     // Shared file mappings are written back (their pages stay resident).
     super::sharedfile::sync_all();
     let begin = [u64::from(interrupted), 0, 0, 0, 0, 0];

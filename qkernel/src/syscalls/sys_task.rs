@@ -6,9 +6,9 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::signal::{self, Info, SI_TKILL, SI_USER};
 use crate::task::fork::{self, CLONE_VFORK, CLONE_VM, ForkArgs};
-use crate::task::pgrp;
 use crate::task::wait::{self, Which};
 use crate::task::{self, Action, Status};
+use crate::task::{offload, pgrp};
 
 const SIGCHLD: u64 = 17;
 
@@ -369,18 +369,23 @@ pub fn tgkill(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// `sched_getaffinity(pid, size, mask)`: one vCPU, CPU 0.
+/// `sched_getaffinity(pid, size, mask)`: every vCPU that runs tasks
+/// (`task::offload`), or CPU 0 alone for a task pinned there.
 pub fn sched_getaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
     check_target(a[0])?;
     if a[1] < 8 || !a[1].is_multiple_of(8) {
         return Err(Errno::EINVAL);
     }
-    uaccess::write(&mut p.mm, a[2], &1u64)?;
+    let mask = offload::affinity(target_tid(a[0]));
+    uaccess::write(&mut p.mm, a[2], &mask)?;
     Ok(8)
 }
 
-/// `sched_setaffinity(pid, size, mask)`: a mask must include CPU 0, the
-/// only one (`EINVAL` otherwise, as Linux for a mask of no online CPU).
+/// `sched_setaffinity(pid, size, mask)`: a mask must name a vCPU the
+/// sandbox has (`EINVAL` otherwise, as Linux for a mask of no online
+/// CPU). A mask of CPU 0 alone keeps the task on vCPU 0; any other runs
+/// it on whichever vCPU is free (the kernel does not pin a task to one
+/// secondary).
 pub fn sched_setaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
     check_target(a[0])?;
     if a[1] == 0 {
@@ -388,10 +393,22 @@ pub fn sched_setaffinity(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let mut first = [0u8; 1];
     uaccess::copy_in(&mut p.mm, a[2], &mut first)?;
-    if first[0] & 1 == 0 {
+    let online = offload::affinity(0);
+    let asked = u64::from(first[0]) & online;
+    if asked == 0 {
         return Err(Errno::EINVAL);
     }
+    offload::pin(target_tid(a[0]), asked == 1 && online != 1);
     Ok(0)
+}
+
+/// The thread a scheduling call names (0: the caller).
+fn target_tid(pid: u64) -> u32 {
+    if pid == 0 {
+        crate::task::current_pid()
+    } else {
+        pid as u32
+    }
 }
 
 /// A `pid` argument of the scheduling calls: 0 (the caller) or a task.

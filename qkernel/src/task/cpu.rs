@@ -151,6 +151,11 @@ impl Cpu {
         let now = cputime::cpu_ns();
         let delta = now.saturating_sub(self.last);
         self.last = now;
+        self.charge_ns(pid, tgid, sys, delta);
+    }
+
+    /// Charges `delta` ns to task `pid` of group `tgid`.
+    fn charge_ns(&mut self, pid: u32, tgid: u32, sys: bool, delta: u64) {
         if !self.tasks.contains_key(&pid) && self.tasks.len() >= 2 * super::MAX_TASKS {
             // Every removal is reported ([`task_removed`]); this only
             // guards against one that was not.
@@ -226,6 +231,13 @@ pub fn switch_out() {
     let mut c = CPU.lock();
     let sys = c.tasks.get(&pid).is_some_and(|e| e.in_sys);
     c.charge(pid, tgid, sys);
+}
+
+/// Charges `ns` of user time that task `pid` ran on a secondary vCPU
+/// (`task::offload`; vCPU 0's own clock did not see it). With `KERNEL`
+/// held.
+pub fn charge_user(pid: u32, tgid: u32, ns: u64) {
+    CPU.lock().charge_ns(pid, tgid, false, ns);
 }
 
 /// Charges the running task up to now (a timer check); `false` if the

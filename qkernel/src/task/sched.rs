@@ -31,7 +31,13 @@ pub fn set_auto_reap(pid: u32) {
 }
 
 /// Makes a blocked task runnable.
+/// A task away on a secondary vCPU is taken back first (its user mode
+/// stops there; `offload`) and queued.
 pub fn wake(k: &mut Kernel, pid: u32) {
+    if k.tasks.get(&pid).is_some_and(|t| t.state == State::Blocked) && super::offload::recall(pid) {
+        super::offload::collect(k);
+        return;
+    }
     if let Some(t) = k.tasks.get_mut(&pid)
         && t.state == State::Blocked
     {
@@ -41,7 +47,8 @@ pub fn wake(k: &mut Kernel, pid: u32) {
 }
 
 /// The next runnable task in the queue, if any.
-fn pick(k: &mut Kernel) -> Option<u32> {
+pub(super) fn pick(k: &mut Kernel) -> Option<u32> {
+    super::offload::collect(k);
     super::park::wake_deferred(k);
     while let Some(pid) = k.runq.pop_front() {
         if k.tasks
@@ -59,6 +66,11 @@ pub fn yield_now() {
     let next = {
         let mut k = KERNEL.lock();
         super::futex::expire(&mut k);
+        if k.runq.is_empty() {
+            // A task handed to a secondary that has not started it runs
+            // here instead (`offload::reclaim_unstarted`).
+            super::offload::reclaim_unstarted();
+        }
         let Some(next) = pick(&mut k) else { return };
         let me = current_pid();
         if let Some(t) = k.tasks.get_mut(&me) {
@@ -86,8 +98,12 @@ fn next_task() -> Option<u32> {
                 return Some(next);
             }
         }
+        if super::offload::reclaim_unstarted() {
+            continue;
+        }
         let futex_deadline = super::futex::next_deadline();
         if super::park::any()
+            || super::offload::any_away()
             || futex_deadline != super::timers::NEVER
             || super::timers::next_deadline() != super::timers::NEVER
         {
@@ -257,4 +273,15 @@ fn finish_switch() {
 extern "C" fn task_first_run() {
     finish_switch();
     super::slice::publish();
+    // Its frame lies at the top of its kernel stack, where the exit
+    // (`sysret_stack_top_frame`) takes it from: it may start on a
+    // secondary vCPU (`offload`).
+    if super::offload::cpus() > 1 {
+        let top = arch::switch::kernel_stack_top();
+        let frame = (top - core::mem::size_of::<arch::entry::TrapFrame>() as u64)
+            as *mut arch::entry::TrapFrame;
+        // SAFETY: `fork` laid out the new task's user context there; this
+        // task owns its stack and nothing else refers to the frame.
+        crate::trap::after_return(unsafe { &mut *frame });
+    }
 }

@@ -65,6 +65,7 @@ fn others_wait() -> bool {
         }
     }
     park::any()
+        || super::offload::returned_pending()
         || futex::next_deadline() != timers::NEVER
         || timers::next_deadline() != timers::NEVER
 }
@@ -105,6 +106,7 @@ pub fn at_user_return() {
     if NEED_RESCHED.swap(false, Ordering::Relaxed) {
         PREEMPTIONS.fetch_add(1, Ordering::Relaxed);
         park::poll_now();
+        super::offload::rotate();
         sched::yield_now();
     }
     publish();

@@ -119,6 +119,7 @@ pub fn cld(st: Status) -> (i32, i32) {
 /// Removes every thread of group `g` but the leader and `keep` (they do
 /// not run: the vCPU is this one's).
 pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
+    super::offload::forget_group(g);
     let pids: Vec<u32> = k
         .tasks
         .values()

@@ -175,7 +175,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::Sleep) => self.wait(&mut [], a[0]),
             Some(Call::SetAlarm) => sys::ret(self.control.set_alarm(a[0])),
             Some(Call::StartVcpus) => self.smp.map_or(0, |s| s.start()),
-            Some(Call::WakeVcpu) => self.smp.map_or(0, |s| s.wake(a[0])),
+            Some(Call::WakeVcpu) => self.smp.map_or(0, |s| s.wake(a[0], a[1])),
             // vCPU 0 never idles this way (its idle is the idle poll).
             Some(Call::VcpuIdle) => ENOSYS,
             Some(Call::SliceWatch) => {
