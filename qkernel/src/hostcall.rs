@@ -63,7 +63,7 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     // Freed memory goes back before the guest waits (a process that exits
     // while the others sleep); `Reclaim` itself never blocks.
     if blocking && crate::mm::frames::return_due() {
-        crate::control::return_freed();
+        crate::control::return_freed_before_wait();
     }
     // This vCPU's record: the lock is only ever taken by this vCPU (it
     // guards against a nested call), never waited for by another.
@@ -73,9 +73,11 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     rec.ret = 0;
     let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
     let t0 = if blocking { arch::rdtsc() } else { 0 };
+    let st = crate::stats::start();
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.
     unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    crate::stats::host_call(c, st);
     crate::mm::swap::after_call(c);
     if blocking {
         crate::syscalls::cputime::add_blocked(arch::rdtsc().wrapping_sub(t0));
@@ -113,6 +115,7 @@ pub fn exit(status: i32) -> ! {
             crate::control::CONTROL_STACK_SIZE
         );
     }
+    crate::stats::report();
     raw_call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
     unreachable_halt()
 }

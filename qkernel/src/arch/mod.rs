@@ -117,6 +117,7 @@ pub fn cr3() -> u64 {
 /// Reloads CR3 with its current value: flushes the TLB (batched TLB work
 /// only; ~40 µs here).
 pub fn flush_tlb() {
+    crate::stats::flush();
     let v = cr3();
     // SAFETY: writing back the current page-table root changes no mapping.
     unsafe { asm!("mov cr3, {0}", in(reg) v, options(nostack, preserves_flags)) };

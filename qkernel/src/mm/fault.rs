@@ -82,6 +82,7 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         if error & PF_WRITE != 0 && vma.file.is_some() {
             return mm.populate_private(start, end).map_err(|_| FaultError::Oom);
         }
+        crate::stats::mapped((end - start) / 4096);
         return mm.populate(start, end).map_err(|_| FaultError::Oom);
     }
     {

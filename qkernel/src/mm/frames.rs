@@ -205,11 +205,24 @@ fn note_freed(gpa: u64) {
     FREED_NET.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Whether enough freed pages have gathered to hand them back
-/// ([`RETURN_THRESHOLD_PAGES`]).
+/// Whether enough freed pages have gathered to hand them back before the
+/// next wait ([`RETURN_THRESHOLD_PAGES`]).
 #[inline]
 pub fn return_due() -> bool {
     FREED_NET.load(Ordering::Relaxed) >= RETURN_THRESHOLD_PAGES
+}
+
+/// Pages freed (net) that go back at once, at the next syscall, rather
+/// than at the next wait: 64 MiB. Below that a running program keeps its
+/// freed pages until it waits: handing them back while it runs made it
+/// fault every page in again on the host when it reused them.
+pub const RETURN_URGENT_PAGES: u64 = 16_384;
+
+/// Whether so many freed pages have gathered that they go back now
+/// ([`RETURN_URGENT_PAGES`]).
+#[inline]
+pub fn return_urgent() -> bool {
+    FREED_NET.load(Ordering::Relaxed) >= RETURN_URGENT_PAGES
 }
 
 /// Appends to `out` the free memory of every chunk a page was freed in
