@@ -82,7 +82,11 @@ pub fn host_call(c: Call, t0: u64) {
 /// A user page fault (`present`: the PTE was there) handled from `t0`.
 pub fn fault(present: bool, t0: u64) {
     if on() {
-        let s = if present { &FAULT_PRESENT } else { &FAULT_MISSING };
+        let s = if present {
+            &FAULT_PRESENT
+        } else {
+            &FAULT_MISSING
+        };
         s.add(since(t0));
     }
 }
