@@ -42,6 +42,22 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
     }
 }
 
+/// Whether blocking call `c` is a wait that usually lasts (a poll, a
+/// sleep, an accept, a read of stdin), the point to hand freed memory
+/// back (deferred: the VMM forgets it when the call returns at once).
+/// Blocking reads and writes of sockets mostly return at once: a hand-back
+/// there would be forgotten and the wait after it would have none.
+fn waits(c: Call, args: &[u64; 6]) -> bool {
+    match c {
+        Call::Sleep => args[0] != 0,
+        Call::Poll => args[2] != 0,
+        Call::EpollWait => args[3] != 0,
+        Call::Readv => true,
+        Call::Fd => args[0] == qlib::io_abi::fd::ACCEPT,
+        _ => false,
+    }
+}
+
 /// `args` of a wait without its deadline (`Poll`, `EpollWait`, `Sleep`).
 fn without_deadline(c: Call, mut args: [u64; 6]) -> [u64; 6] {
     match c {
@@ -62,7 +78,7 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let blocking = crate::syscalls::cputime::may_block(c, &args);
     // Freed memory goes back before the guest waits (a process that exits
     // while the others sleep); `Reclaim` itself never blocks.
-    if blocking && crate::mm::frames::return_due() {
+    if blocking && waits(c, &args) && crate::mm::frames::return_due() {
         crate::control::return_freed_before_wait();
     }
     // This vCPU's record: the lock is only ever taken by this vCPU (it
