@@ -32,7 +32,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use qlib::abi::{
-    CONTROL_SIGNALS_OFFSET, Call, IoVec, MAX_IOVECS, RECLAIM_LAST, RECLAIM_RUNNING, control,
+    CONTROL_SIGNALS_OFFSET, Call, IoVec, MAX_IOVECS, RECLAIM_DEFER, RECLAIM_LAST, RECLAIM_RUNNING,
+    control,
 };
 use qlib::layout::CONTROL_GPA;
 
@@ -126,15 +127,35 @@ fn signals_word() -> &'static AtomicU64 {
 /// Serves pending control requests, if any (a load when there are none),
 /// and hands freed memory back if enough has gathered.
 pub fn serve_pending() {
-    if pending() || frames::return_due() {
+    if pending() || frames::return_urgent() {
         on_control_stack_run(serve_pending_here);
     }
 }
 
 extern "C" fn serve_pending_here() {
     serve(false);
-    if frames::return_due() {
+    if frames::return_urgent() {
         return_freed();
+    }
+}
+
+/// Hands the memory the running program freed back right before a
+/// blocking host call, which must be the next host call: the VMM drops
+/// it only if that call waits a while (`RECLAIM_DEFER`), so a server
+/// that frees a request's memory and gets the next request at once keeps
+/// its pages. No control request is served in between (it could allocate
+/// the pages).
+pub fn return_freed_before_wait() {
+    let mut runs: Vec<IoVec> = Vec::new();
+    frames::take_freed_runs(&mut runs);
+    let flags = RECLAIM_RUNNING | RECLAIM_DEFER;
+    for batch in runs.chunks(MAX_IOVECS as usize) {
+        let (gpa, count) = hostcall::iovecs(batch);
+        let rc = hostcall::call_once(Call::Reclaim, [gpa, count, flags | RECLAIM_LAST, 0, 0, 0]);
+        if rc < 0 {
+            log::error!("reclaim refused by the VMM: {rc}");
+            return;
+        }
     }
 }
 

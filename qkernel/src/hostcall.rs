@@ -42,6 +42,22 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
     }
 }
 
+/// Whether blocking call `c` is a wait that usually lasts (a poll, a
+/// sleep, an accept, a read of stdin), the point to hand freed memory
+/// back (deferred: the VMM forgets it when the call returns at once).
+/// Blocking reads and writes of sockets mostly return at once: a hand-back
+/// there would be forgotten and the wait after it would have none.
+fn waits(c: Call, args: &[u64; 6]) -> bool {
+    match c {
+        Call::Sleep => args[0] != 0,
+        Call::Poll => args[2] != 0,
+        Call::EpollWait => args[3] != 0,
+        Call::Readv => true,
+        Call::Fd => args[0] == qlib::io_abi::fd::ACCEPT,
+        _ => false,
+    }
+}
+
 /// `args` of a wait without its deadline (`Poll`, `EpollWait`, `Sleep`).
 fn without_deadline(c: Call, mut args: [u64; 6]) -> [u64; 6] {
     match c {
@@ -77,8 +93,8 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let blocking = crate::syscalls::cputime::may_block(c, &args);
     // Freed memory goes back before the guest waits (a process that exits
     // while the others sleep); `Reclaim` itself never blocks.
-    if blocking && crate::mm::frames::return_due() {
-        crate::control::return_freed();
+    if blocking && waits(c, &args) && crate::mm::frames::return_due() {
+        crate::control::return_freed_before_wait();
     }
     // This vCPU's record: the lock is only ever taken by this vCPU (it
     // guards against a nested call), never waited for by another.
@@ -88,9 +104,11 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     rec.ret = 0;
     let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
     let t0 = if blocking { arch::rdtsc() } else { 0 };
+    let st = crate::stats::start();
     // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
     // and writes `ret` before the vCPU resumes, while we hold the lock.
     unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    crate::stats::host_call(c, st);
     crate::mm::swap::after_call(c);
     if blocking {
         crate::syscalls::cputime::add_blocked(arch::rdtsc().wrapping_sub(t0));
@@ -135,6 +153,7 @@ pub fn exit(status: i32) -> ! {
             crate::control::CONTROL_STACK_SIZE
         );
     }
+    crate::stats::report();
     raw_call(Call::Exit, [status as u64, 0, 0, 0, 0, 0]);
     unreachable_halt()
 }

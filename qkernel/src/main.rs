@@ -43,6 +43,8 @@ mod seccomp;
 #[cfg(target_os = "none")]
 mod signal;
 #[cfg(target_os = "none")]
+mod stats;
+#[cfg(target_os = "none")]
 mod syscalls;
 #[cfg(target_os = "none")]
 mod task;
@@ -113,7 +115,8 @@ mod kernel {
         arch::entry::init_kernel_stack();
         arch::cpu::init();
         mm::heap::init();
-        klog::init(info.log_level);
+        klog::init(info.log_level & 0xff);
+        crate::stats::init(info.log_level & qlib::abi::LOG_STATS_FLAG != 0);
         // Which register state tasks save (XSAVE components), decided once.
         arch::fpu::mask();
         arch::entry::paint_boot_stack();

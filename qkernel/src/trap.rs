@@ -223,10 +223,12 @@ fn exception_body(frame: &mut TrapFrame, fault_addr: Option<u64>) {
         crate::task::spawn::yield_if_requested();
     } else if frame.vector == 14 {
         let addr = fault_addr.unwrap_or_else(|| platform.fault_address());
+        let t0 = crate::stats::start();
         let r = process::with(|p| {
             fault::handle(&mut p.mm, addr, frame.error)
                 .map_err(|e| (e, p.mm.vmas.find(addr).is_some()))
         });
+        crate::stats::fault(frame.error & 1 != 0, t0);
         match r {
             Ok(()) => {}
             Err((FaultError::Segv, mapped)) => {

@@ -91,6 +91,13 @@ const _: () = assert!(core::mem::offset_of!(ControlPage, slice) == 16);
 pub const CONTROL_SLICE_WATCH_OFFSET: u64 = 24;
 const _: () = assert!(core::mem::offset_of!(ControlPage, slice_watch) == 24);
 
+/// `BootInfo::log_level` bit: `qrun --stats` asked for the kernel's
+/// counters; the kernel sends them at exit as `Log` lines of level
+/// [`LOG_STATS`]. The level itself is the low byte.
+pub const LOG_STATS_FLAG: u64 = 1 << 8;
+/// The `Log` level of a counters line (printed only with `--stats`).
+pub const LOG_STATS: u64 = 6;
+
 /// Host-call numbers.
 #[repr(u64)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,6 +359,11 @@ pub const RECLAIM_LAST: u64 = 1 << 0;
 /// [`Call::Reclaim`] flag: pages freed while the program runs, handed back
 /// by the guest on its own once enough have gathered.
 pub const RECLAIM_RUNNING: u64 = 1 << 1;
+/// [`Call::Reclaim`] flag, with [`RECLAIM_RUNNING`]: the guest makes a
+/// blocking host call next and leaves the pages free until that call
+/// returns; the VMM may drop them while that call waits (it does once the
+/// wait lasted a while) and forgets them when it returns.
+pub const RECLAIM_DEFER: u64 = 1 << 2;
 
 /// Written by the VMM in answer to [`Call::Hello`].
 #[repr(C)]

@@ -75,11 +75,15 @@ impl Pte {
     }
 }
 
-/// PTE flags for a user page with the given protection.
+/// PTE flags for a user page with the given protection. Accessed is set
+/// (and Dirty on a writable page, which is only mapped when the page is
+/// to be written or was zeroed for the program): the hypervisor's shadow
+/// MMU would otherwise take one more fault per page to set them in the
+/// guest's table (docs/memory.md, "Warm latency"); nothing reads them.
 pub const fn user_flags(write: bool, exec: bool) -> u64 {
-    let mut f = PRESENT | USER;
+    let mut f = PRESENT | USER | ACCESSED;
     if write {
-        f |= WRITABLE;
+        f |= WRITABLE | DIRTY;
     }
     if !exec {
         f |= NO_EXEC;

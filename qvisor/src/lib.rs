@@ -246,7 +246,12 @@ impl Sandbox {
 
         let (entry, kernel_text) = boot::load_kernel(&ram, KERNEL_IMAGE)?;
         let cr3 = boot::build_page_tables(&ram)?;
-        boot::write_boot_info(&ram, &program, config.log_level, host_ids())?;
+        let boot_level = if config.stats {
+            config.log_level | qlib::abi::LOG_STATS_FLAG
+        } else {
+            config.log_level
+        };
+        boot::write_boot_info(&ram, &program, boot_level, host_ids())?;
         // The images are mapped now: the files can close.
         drop(launch);
 
@@ -348,7 +353,7 @@ impl Sandbox {
                 .slicer
                 .preempts
                 .load(std::sync::atomic::Ordering::Relaxed),
-            returned: calls.returned,
+            returned: calls.returned(),
         })
     }
 }

@@ -44,7 +44,11 @@ fn same(args: &[&str]) -> u64 {
     // The stats lines are the sandbox's own.
     sandboxed.stderr = stderr(&sandboxed)
         .lines()
-        .filter(|l| !l.starts_with("qrun: status") && !l.starts_with("qrun: returned"))
+        .filter(|l| {
+            !l.starts_with("qrun: status")
+                && !l.starts_with("qrun: returned")
+                && !l.starts_with("qrun: guest:")
+        })
         .map(|l| format!("{l}\n"))
         .collect::<String>()
         .into_bytes();

@@ -12,7 +12,8 @@
  *   MADV_DONTNEED of parts, brk up and down), keeping up to 8 buffers
  *   alive, each filled with a pattern of its own and checked before it is
  *   freed and at the end: memory handed back to the host while the
- *   program runs must never lose or mix live data. Prints "churn ok
+ *   program runs must never lose or mix live data (every 16 rounds it
+ *   sleeps 80 ms: the sandbox hands memory back when the program waits). Prints "churn ok
  *   <checksum>" and "freed <MiB> MiB" (what it gave back in all).
  */
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB (1024ul * 1024)
@@ -206,6 +208,10 @@ static int churn(long rounds)
 			if (brk_at(h) != h)
 				fail("brk down");
 			freed += 3 * MIB;
+			/* A wait: a sandbox hands freed memory back when the
+			 * program waits (for 50 ms), while other buffers live. */
+			struct timespec ts = {0, 80 * 1000 * 1000};
+			nanosleep(&ts, NULL);
 		}
 	}
 	for (int i = 0; i < SLOTS; i++)

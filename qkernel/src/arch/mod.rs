@@ -119,6 +119,7 @@ pub fn cr3() -> u64 {
 /// Tasks on secondary vCPUs that use this address space are taken back
 /// first (`task::offload::shootdown`).
 pub fn flush_tlb() {
+    crate::stats::flush();
     let v = cr3();
     crate::task::offload::shootdown(v);
     // SAFETY: writing back the current page-table root changes no mapping.

@@ -87,6 +87,7 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         if error & PF_WRITE != 0 && vma.file.is_some() {
             return mm.populate_private(start, end).map_err(|_| FaultError::Oom);
         }
+        crate::stats::mapped((end - start) / 4096);
         return mm.populate(start, end).map_err(|_| FaultError::Oom);
     }
     {
@@ -99,6 +100,16 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         let shared = pte.present()
             && !vma.kind.is_shared()
             && (frames::user_refs(gpa) > 1 || in_file_window(gpa));
+        if shared && error & PF_WRITE != 0 && in_file_window(gpa) {
+            // A write to a file page of a private mapping (a data
+            // segment read first): the window's other file pages get
+            // their copies too, under one TLB flush (the flush costs
+            // far more than the copies).
+            let window = FAULT_AROUND_PAGES * 4096;
+            let start = (page & !(window - 1)).max(vma.start);
+            let end = ((page & !(window - 1)) + window).min(vma.end);
+            return mm.make_private(start, end).map_err(|_| FaultError::Oom);
+        }
         let mut flags = pte_flags(vma.prot);
         let new = if shared && error & PF_WRITE != 0 {
             // Copy-on-write after fork, or a write to a private file

@@ -203,13 +203,33 @@ fn note_freed(gpa: u64) {
         word.fetch_or(1 << (i % 64), Ordering::Relaxed);
     }
     FREED_NET.fetch_add(1, Ordering::Relaxed);
+    FREED_SINCE.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Whether enough freed pages have gathered to hand them back
-/// ([`RETURN_THRESHOLD_PAGES`]).
+/// Pages freed since the last hand-back, allocations not subtracted: what
+/// decides a (deferred) hand-back before a wait. A request that frees and
+/// reallocates its memory leaves a low net count but its free pages are
+/// still there once it waits.
+static FREED_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// Whether enough freed pages have gathered to hand them back before the
+/// next wait ([`RETURN_THRESHOLD_PAGES`]).
 #[inline]
 pub fn return_due() -> bool {
-    FREED_NET.load(Ordering::Relaxed) >= RETURN_THRESHOLD_PAGES
+    FREED_SINCE.load(Ordering::Relaxed) >= RETURN_THRESHOLD_PAGES
+}
+
+/// Pages freed (net) that go back at once, at the next syscall, rather
+/// than at the next wait: 64 MiB. Below that a running program keeps its
+/// freed pages until it waits: handing them back while it runs made it
+/// fault every page in again on the host when it reused them.
+pub const RETURN_URGENT_PAGES: u64 = 16_384;
+
+/// Whether so many freed pages have gathered that they go back now
+/// ([`RETURN_URGENT_PAGES`]).
+#[inline]
+pub fn return_urgent() -> bool {
+    FREED_NET.load(Ordering::Relaxed) >= RETURN_URGENT_PAGES
 }
 
 /// Appends to `out` the free memory of every chunk a page was freed in
@@ -220,6 +240,7 @@ pub fn return_due() -> bool {
 /// the caller makes its host calls straight away).
 pub fn take_freed_runs(out: &mut alloc::vec::Vec<IoVec>) {
     FREED_NET.store(0, Ordering::Relaxed);
+    FREED_SINCE.store(0, Ordering::Relaxed);
     CACHE.lock().drain();
     let start = POOL_START.load(Ordering::Relaxed);
     let mut push = |gpa: u64, len: u64| match out.last_mut() {
@@ -250,6 +271,7 @@ pub fn take_freed_runs(out: &mut alloc::vec::Vec<IoVec>) {
 /// every free page anyway.
 pub fn forget_freed() {
     FREED_NET.store(0, Ordering::Relaxed);
+    FREED_SINCE.store(0, Ordering::Relaxed);
     for word in &DIRTY {
         word.store(0, Ordering::Relaxed);
     }

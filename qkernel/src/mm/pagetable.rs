@@ -8,7 +8,7 @@
 use alloc::boxed::Box;
 
 use qlib::layout::{BOOT_PGD_GPA, KERNEL_BASE, USER_PT_END};
-use qlib::pte::{NO_EXEC, PRESENT, Pte, USER, WRITABLE, indexes};
+use qlib::pte::{ACCESSED, DIRTY, NO_EXEC, PRESENT, Pte, USER, WRITABLE, indexes};
 
 use super::{gpa_to_kva, kva_to_gpa};
 
@@ -19,7 +19,8 @@ pub struct Table(pub [u64; 512]);
 #[repr(C, align(8192))]
 struct PgdPair([u64; 1024]);
 
-const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER;
+/// Accessed set up front: the hypervisor's page walk need not write it.
+const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER | ACCESSED;
 
 fn new_table() -> u64 {
     let t = Box::leak(Box::new(Table([0; 512])));
@@ -77,7 +78,7 @@ pub fn init_entry_map() {
         ];
         let stack_pages = (stacks..end)
             .step_by(4096)
-            .map(|va| (va, NO_EXEC | WRITABLE));
+            .map(|va| (va, NO_EXEC | WRITABLE | DIRTY));
         for (va, nx) in fixed.into_iter().chain(stack_pages) {
             let [_, i3, i2, i1] = indexes(va);
             // SAFETY: the tables are fresh heap pages reached through the
@@ -85,7 +86,7 @@ pub fn init_entry_map() {
             unsafe {
                 let pd = walk_or_create(pdpt, i3);
                 let pt = walk_or_create(pd, i2);
-                *entry(pt, i1) = Pte::new(kva_to_gpa(va), PRESENT | USER | nx).0;
+                *entry(pt, i1) = Pte::new(kva_to_gpa(va), PRESENT | USER | ACCESSED | nx).0;
             }
         }
         pdpt | TABLE_FLAGS

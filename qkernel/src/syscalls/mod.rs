@@ -509,6 +509,7 @@ fn lookup(nr: usize) -> Option<&'static Entry> {
 /// served here) is not run: it is restarted after the handler
 /// (`-ERESTARTNOINTR`), so a blocking call cannot miss the signal.
 pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
+    let t0 = crate::stats::start();
     crate::control::serve_pending();
     let result = if crate::signal::interrupts() {
         Err(Errno::ERESTARTNOINTR)
@@ -520,6 +521,7 @@ pub fn dispatch(nr: u64, args: &[u64; 6]) -> u64 {
     // Shared file objects whose last mapping went are written back and
     // freed here, outside any address-space operation.
     crate::mm::sharedfile::reap();
+    crate::stats::syscall(nr, t0);
     match result {
         Ok(v) => v as u64,
         Err(e) => (-i64::from(e.0)) as u64,

@@ -3,6 +3,7 @@
 //! Every host fd a call names is checked against the sandbox's own
 //! ([`fds::HostFds`]).
 
+mod deferred;
 mod fds;
 mod fifo;
 mod files;
@@ -23,7 +24,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, RECLAIM_RUNNING};
+use qlib::abi::{ABI_VERSION, Call, HelloReply, HostCall, RECLAIM_DEFER, RECLAIM_RUNNING};
 
 use qlib::io_abi::io;
 
@@ -67,6 +68,8 @@ pub struct HostCalls<'a> {
     pub reclaimed: u64,
     /// Memory the guest handed back on its own while the program ran.
     pub returned: Returned,
+    /// Freed memory handed back before a wait, dropped if the wait lasts.
+    deferred: deferred::Deferred,
     /// When the reclaim in progress began.
     reclaim_start: Option<(Instant, u64)>,
     /// Files mapped into the file window.
@@ -118,6 +121,7 @@ impl<'a> HostCalls<'a> {
             count: 0,
             reclaimed: 0,
             returned: Returned::default(),
+            deferred: deferred::Deferred::default(),
             reclaim_start: None,
             window: crate::file_window::FileWindow::default(),
             smp: None,
@@ -138,6 +142,16 @@ impl<'a> HostCalls<'a> {
     /// Hands over the file window the boot mapped the program into.
     pub fn set_file_window(&mut self, window: crate::file_window::FileWindow) {
         self.window = window;
+    }
+
+    /// What the guest handed back on its own while the program ran, at
+    /// once or deferred to a wait.
+    pub fn returned(&self) -> Returned {
+        let d = self.deferred.returned();
+        Returned {
+            calls: self.returned.calls + d.calls,
+            bytes: self.returned.bytes + d.bytes,
+        }
     }
 
     /// Sets how abstract `AF_UNIX` names are seen (private by default).
@@ -214,6 +228,10 @@ impl<'a> HostCalls<'a> {
             },
             None => ENOSYS,
         };
+        // The guest runs on: ranges noted for this call are its own again.
+        if call != Some(Call::Reclaim) {
+            self.deferred.forget();
+        }
         // A hibernated guest comes back (REAP prefetch) before it runs.
         if !hibernate::keeps_hibernated(call)
             && let Err(e) = self.hib.on_guest_resume(self.ram)
@@ -305,6 +323,13 @@ impl<'a> HostCalls<'a> {
     }
 
     fn log(&self, level: u64, gpa: u64, len: u64) -> i64 {
+        if level == qlib::abi::LOG_STATS {
+            if self.stats {
+                let text = self.message(gpa, len);
+                let _ = writeln!(std::io::stderr(), "qrun: guest: {text}");
+            }
+            return 0;
+        }
         if level == 0 || level > self.log_level {
             return 0;
         }
@@ -318,6 +343,18 @@ impl<'a> HostCalls<'a> {
 
     /// `flags` bit 0: the last batch of this reclaim.
     fn reclaim(&mut self, iov: u64, count: u64, flags: u64) -> i64 {
+        if flags & RECLAIM_RUNNING != 0 && flags & RECLAIM_DEFER != 0 {
+            let Ok(ranges) = self.ram.ranges(iov, count) else {
+                return EFAULT;
+            };
+            if ranges
+                .iter()
+                .any(|r| !r.gpa.is_multiple_of(4096) || !r.len.is_multiple_of(4096))
+            {
+                return EINVAL;
+            }
+            return self.deferred.note(ranges) as i64;
+        }
         if flags & RECLAIM_RUNNING != 0 {
             // The guest's own hand-back while the program runs: counted, not
             // reported one by one.

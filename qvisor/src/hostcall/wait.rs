@@ -72,6 +72,11 @@ impl HostCalls<'_> {
             events: libc::POLLIN,
             revents: 0,
         });
+        // Freed memory noted before this wait goes once it lasted a while.
+        let drop_at = self
+            .deferred
+            .pending()
+            .then(|| monotonic_ns() + super::deferred::DEFER_NS);
         loop {
             let timeout = if deadline_ns == u64::MAX {
                 -1
@@ -83,8 +88,21 @@ impl HostCalls<'_> {
                     ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
                 }
             };
+            let mut poll_timeout = timeout;
+            if let Some(at) = drop_at.filter(|_| self.deferred.pending()) {
+                let now = monotonic_ns();
+                if now >= at {
+                    self.deferred.drop_now(self.ram);
+                } else {
+                    let ms = (at - now).div_ceil(1_000_000) as i32;
+                    if timeout < 0 || ms < timeout {
+                        poll_timeout = ms;
+                    }
+                }
+            }
             // SAFETY: `all` is a valid array of pollfds.
-            let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, timeout) };
+            let n =
+                unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, poll_timeout) };
             if n < 0 {
                 let e = errno();
                 if e == libc::EINTR {

@@ -1,0 +1,214 @@
+//! Counters for `qrun do --stats` (docs/memory.md, "Warm latency"):
+//! syscalls by number with the cycles spent in them, user page faults,
+//! TLB flushes, host calls by kind. Counting costs a few relaxed atomic
+//! adds; the kernel sends the counters to the VMM as `Log` lines of level
+//! `LOG_STATS` at exit, only when the VMM asked for them.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use qlib::abi::{Call, LOG_STATS};
+
+use crate::hostcall;
+
+const SYSCALLS: usize = 512;
+const CALLS: usize = 80;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// A count and the TSC ticks it took.
+struct Slot {
+    n: AtomicU64,
+    tsc: AtomicU64,
+}
+
+impl Slot {
+    const fn new() -> Self {
+        Self {
+            n: AtomicU64::new(0),
+            tsc: AtomicU64::new(0),
+        }
+    }
+
+    fn add(&self, ticks: u64) {
+        self.n.fetch_add(1, Ordering::Relaxed);
+        self.tsc.fetch_add(ticks, Ordering::Relaxed);
+    }
+}
+
+static SYS: [Slot; SYSCALLS] = [const { Slot::new() }; SYSCALLS];
+static HOST: [Slot; CALLS] = [const { Slot::new() }; CALLS];
+/// Not-present faults (demand paging), present faults (copy-on-write,
+/// stale PTEs) and swap-ins.
+static FAULT_MISSING: Slot = Slot::new();
+static FAULT_PRESENT: Slot = Slot::new();
+/// CR3 reloads done to flush the TLB.
+static FLUSHES: AtomicU64 = AtomicU64::new(0);
+/// Pages mapped by demand paging (fault-around included).
+static PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Turns counting on when the VMM's boot flags ask for it.
+pub fn init(enabled: bool) {
+    ENABLED.store(enabled, Ordering::Relaxed);
+}
+
+fn on() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The TSC now, when counting (0 otherwise).
+pub fn start() -> u64 {
+    if on() { crate::arch::rdtsc() } else { 0 }
+}
+
+fn since(t0: u64) -> u64 {
+    crate::arch::rdtsc().saturating_sub(t0)
+}
+
+/// Syscall `nr` ran from `t0`.
+pub fn syscall(nr: u64, t0: u64) {
+    if on() && (nr as usize) < SYSCALLS {
+        SYS[nr as usize].add(since(t0));
+    }
+}
+
+/// Host call `c` ran from `t0`.
+pub fn host_call(c: Call, t0: u64) {
+    if on() && (c as usize) < CALLS {
+        HOST[c as usize].add(since(t0));
+    }
+}
+
+/// A user page fault (`present`: the PTE was there) handled from `t0`.
+pub fn fault(present: bool, t0: u64) {
+    if on() {
+        let s = if present {
+            &FAULT_PRESENT
+        } else {
+            &FAULT_MISSING
+        };
+        s.add(since(t0));
+    }
+}
+
+/// A TLB flush.
+pub fn flush() {
+    if on() {
+        FLUSHES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `n` pages mapped by a fault.
+pub fn mapped(n: u64) {
+    if on() {
+        PAGES_MAPPED.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// A line of at most 256 bytes, sent as one `Log` call.
+struct Line {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Self {
+        Self {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+
+    fn send(&mut self) {
+        if self.len > 0 {
+            let (gpa, len) = hostcall::buf(&self.buf[..self.len]);
+            hostcall::call_once(Call::Log, [LOG_STATS, gpa, len, 0, 0, 0]);
+        }
+        self.len = 0;
+    }
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+fn us(ticks: u64) -> u64 {
+    crate::time::tsc_to_ns(ticks) / 1000
+}
+
+/// The `top` slots of `slots` by time, as `(index, count, ticks)`.
+fn top<const N: usize>(slots: &[Slot]) -> [(usize, u64, u64); N] {
+    let mut best = [(0usize, 0u64, 0u64); N];
+    for (i, s) in slots.iter().enumerate() {
+        let (n, t) = (s.n.load(Ordering::Relaxed), s.tsc.load(Ordering::Relaxed));
+        if n == 0 {
+            continue;
+        }
+        if let Some(pos) = best.iter().position(|b| b.1 == 0 || t > b.2) {
+            best.copy_within(pos..N - 1, pos + 1);
+            best[pos] = (i, n, t);
+        }
+    }
+    best
+}
+
+fn total(slots: &[Slot]) -> (u64, u64) {
+    slots.iter().fold((0, 0), |(n, t), s| {
+        (
+            n + s.n.load(Ordering::Relaxed),
+            t + s.tsc.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// Sends the counters to the VMM (at exit), when counting.
+pub fn report() {
+    if !on() {
+        return;
+    }
+    let mut line = Line::new();
+    let (n, t) = total(&SYS);
+    let _ = write!(line, "syscalls {n} in {} us:", us(t));
+    for (i, n, t) in top::<8>(&SYS) {
+        if n > 0 {
+            let _ = write!(line, " {i}x{n}={}us", us(t));
+        }
+    }
+    line.send();
+    let fm = (
+        FAULT_MISSING.n.load(Ordering::Relaxed),
+        FAULT_MISSING.tsc.load(Ordering::Relaxed),
+    );
+    let fp = (
+        FAULT_PRESENT.n.load(Ordering::Relaxed),
+        FAULT_PRESENT.tsc.load(Ordering::Relaxed),
+    );
+    let _ = write!(
+        line,
+        "faults: not present {} in {} us ({} pages mapped), present {} in {} us; tlb flushes {}",
+        fm.0,
+        us(fm.1),
+        PAGES_MAPPED.load(Ordering::Relaxed),
+        fp.0,
+        us(fp.1),
+        FLUSHES.load(Ordering::Relaxed)
+    );
+    line.send();
+    let (n, t) = total(&HOST);
+    let _ = write!(line, "host calls {n} in {} us:", us(t));
+    for (i, n, t) in top::<8>(&HOST) {
+        if n > 0 {
+            match Call::from_u64(i as u64) {
+                Some(c) => write!(line, " {c:?}x{n}={}us", us(t)),
+                None => write!(line, " {i}x{n}={}us", us(t)),
+            }
+            .ok();
+        }
+    }
+    line.send();
+}
