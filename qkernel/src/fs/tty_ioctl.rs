@@ -120,6 +120,8 @@ fn put<T: uaccess::Pod>(p: &mut Process, addr: u64, v: &T) -> SysResult {
 
 /// `ioctl` on a pty end.
 pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
+    // The request is a C `unsigned int` (musl passes it sign-extended).
+    let req = req & 0xffff_ffff;
     let pty = &end.pty;
     match req {
         TCGETS | TCGETS2 => {
