@@ -189,7 +189,10 @@ mod kernel {
             exe
         };
         let cmdline = boot_slice(info.argv).to_vec();
-        let files = crate::fs::stdio_table(&info.stdio_mode);
+        let mut files = crate::fs::stdio_table(&info.stdio_mode);
+        if info.flags & qlib::abi::BOOT_CONSOLE != 0 && info.tty_mask & 1 != 0 {
+            crate::fs::console::setup(&mut files, info.winsize);
+        }
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
         let mut proc = Process::new(mm, info.ids, files, cwd, exe, cmdline);

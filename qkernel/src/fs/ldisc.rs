@@ -85,7 +85,8 @@ impl Default for Termios {
             lflag: ISIG | ICANON | ECHO | ECHOE | ECHOK | ECHOCTL | ECHOKE | IEXTEN,
             line: 0,
             cc: [
-                3, 0x1c, 0x7f, 0x15, 4, 0, 1, 0, 0x11, 0x13, 0x1a, 0, 0x12, 0x0f, 0x17, 0x16, 0, 0, 0,
+                3, 0x1c, 0x7f, 0x15, 4, 0, 1, 0, 0x11, 0x13, 0x1a, 0, 0x12, 0x0f, 0x17, 0x16, 0, 0,
+                0,
             ],
             ispeed: 38400,
             ospeed: 38400,
@@ -97,7 +98,10 @@ impl Termios {
     /// The 44 bytes of `struct termios2` (the first 36: `struct termios`).
     pub fn to_bytes(&self) -> [u8; 44] {
         let mut b = [0u8; 44];
-        for (k, v) in [self.iflag, self.oflag, self.cflag, self.lflag].iter().enumerate() {
+        for (k, v) in [self.iflag, self.oflag, self.cflag, self.lflag]
+            .iter()
+            .enumerate()
+        {
             b[k * 4..k * 4 + 4].copy_from_slice(&v.to_le_bytes());
         }
         b[16] = self.line;
@@ -186,7 +190,11 @@ impl Ldisc {
             return !self.lines.is_empty();
         }
         let (min, time) = self.min_time();
-        let want = if time == 0 && min > 0 { usize::from(min) } else { 1 };
+        let want = if time == 0 && min > 0 {
+            usize::from(min)
+        } else {
+            1
+        };
         self.input.len() >= want
     }
 

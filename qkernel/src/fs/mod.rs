@@ -6,6 +6,7 @@
 //! flags, shared by `dup`); closing the last fd of a host file closes the
 //! host fd.
 
+pub mod console;
 pub mod host;
 pub mod ldisc;
 pub mod netlink;

@@ -54,10 +54,20 @@ pub struct Inner {
     generation: u64,
 }
 
+impl Inner {
+    /// Records a state change (edge-triggered epoll).
+    pub fn bump(&mut self) {
+        self.generation += 1;
+    }
+}
+
 /// A pseudo-terminal pair.
 pub struct Pty {
     index: u32,
     queue: u64,
+    /// The container's terminal, whose master side is the host
+    /// (`fs::console`).
+    pub console: bool,
     pub inner: Mutex<Inner>,
 }
 
@@ -138,8 +148,23 @@ impl Pty {
         })
     }
 
+    /// The host side of the console closed: the slave is hung up.
+    pub fn host_closed(&self) {
+        let mut i = self.inner.lock();
+        i.masters = 0;
+        i.session = 0;
+        i.pgrp = 0;
+        i.generation += 1;
+        drop(i);
+        self.wake(false);
+        self.wake(true);
+    }
+
     /// `poll` readiness of one end.
     pub fn poll(&self, master: bool) -> i16 {
+        if self.console {
+            super::console::pump();
+        }
         let i = self.inner.lock();
         let mut r = 0;
         if master {
@@ -168,6 +193,20 @@ impl Pty {
 
 /// A new pair: the master end (`/dev/ptmx`), locked as Linux makes it.
 pub fn open_master() -> Result<TtyEnd, Errno> {
+    let pty = new_pty(false)?;
+    Ok(TtyEnd { pty, master: true })
+}
+
+/// The console's pty (`fs::console`): its master side is the host's, so
+/// it counts one master for good and is unlocked.
+pub fn new_console() -> Result<Arc<Pty>, Errno> {
+    let pty = new_pty(true)?;
+    pty.inner.lock().locked = false;
+    Ok(pty)
+}
+
+/// A new pty with one master, registered under the lowest free number.
+fn new_pty(console: bool) -> Result<Arc<Pty>, Errno> {
     let mut t = PTYS.lock();
     t.retain(|_, w| w.strong_count() > 0);
     let index = (0..MAX_PTYS)
@@ -176,6 +215,7 @@ pub fn open_master() -> Result<TtyEnd, Errno> {
     let pty = Arc::new(Pty {
         index,
         queue: park::new_queues(2),
+        console,
         inner: Mutex::new(Inner {
             ld: ldisc::Ldisc::new(Termios::default()),
             winsize: [0; 4],
@@ -188,7 +228,7 @@ pub fn open_master() -> Result<TtyEnd, Errno> {
         }),
     });
     t.insert(index, Arc::downgrade(&pty));
-    Ok(TtyEnd { pty, master: true })
+    Ok(pty)
 }
 
 /// The live pty number `n`, if any.
@@ -256,7 +296,12 @@ fn copy_out(p: &mut Process, bufs: &[(u64, u64)], data: &[u8]) -> SysResult {
 
 /// Copies up to `max` bytes in from the user buffers, after the first
 /// `skip` bytes.
-fn copy_in(p: &mut Process, bufs: &[(u64, u64)], skip: usize, max: usize) -> Result<Vec<u8>, Errno> {
+fn copy_in(
+    p: &mut Process,
+    bufs: &[(u64, u64)],
+    skip: usize,
+    max: usize,
+) -> Result<Vec<u8>, Errno> {
     let mut out = Vec::new();
     out.try_reserve_exact(max).map_err(|_| Errno::ENOMEM)?;
     let mut skip = skip as u64;
@@ -283,7 +328,13 @@ fn copy_in(p: &mut Process, bufs: &[(u64, u64)], skip: usize, max: usize) -> Res
     Ok(out)
 }
 
-fn read_master(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, nonblock: bool) -> SysResult {
+fn read_master(
+    p: &mut Process,
+    pty: &Pty,
+    bufs: &[(u64, u64)],
+    total: usize,
+    nonblock: bool,
+) -> SysResult {
     if total == 0 {
         return Ok(0);
     }
@@ -309,7 +360,13 @@ fn read_master(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, no
     Ok(done)
 }
 
-fn write_master(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, nonblock: bool) -> SysResult {
+fn write_master(
+    p: &mut Process,
+    pty: &Pty,
+    bufs: &[(u64, u64)],
+    total: usize,
+    nonblock: bool,
+) -> SysResult {
     let done = park::done().min(total);
     if total == 0 {
         return Ok(0);
@@ -371,8 +428,17 @@ fn background_read(pty: &Pty) -> Result<(), Errno> {
     Err(Errno::ERESTARTSYS)
 }
 
-fn read_slave(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, nonblock: bool) -> SysResult {
+fn read_slave(
+    p: &mut Process,
+    pty: &Pty,
+    bufs: &[(u64, u64)],
+    total: usize,
+    nonblock: bool,
+) -> SysResult {
     background_read(pty)?;
+    if pty.console {
+        super::console::pump();
+    }
     let mut i = pty.inner.lock();
     if i.masters == 0 || total == 0 {
         return Ok(0);
@@ -400,7 +466,13 @@ fn read_slave(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, non
     Ok(0)
 }
 
-fn write_slave(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, nonblock: bool) -> SysResult {
+fn write_slave(
+    p: &mut Process,
+    pty: &Pty,
+    bufs: &[(u64, u64)],
+    total: usize,
+    nonblock: bool,
+) -> SysResult {
     let done = park::done().min(total);
     if pty.hung_up() {
         return if done > 0 { Ok(done) } else { Err(Errno::EIO) };
@@ -421,6 +493,9 @@ fn write_slave(p: &mut Process, pty: &Pty, bufs: &[(u64, u64)], total: usize, no
         i.generation += 1;
         drop(i);
         pty.wake(true);
+        if pty.console {
+            super::console::flush(pty);
+        }
         if done + moved >= total {
             return Ok(done + moved);
         }

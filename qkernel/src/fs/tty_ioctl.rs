@@ -180,7 +180,8 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
         TIOCSWINSZ => {
             let mut b = [0u8; 8];
             uaccess::copy_in(&mut p.mm, arg, &mut b)?;
-            let ws: [u16; 4] = core::array::from_fn(|k| u16::from_le_bytes([b[k * 2], b[k * 2 + 1]]));
+            let ws: [u16; 4] =
+                core::array::from_fn(|k| u16::from_le_bytes([b[k * 2], b[k * 2 + 1]]));
             let mut i = pty.inner.lock();
             let changed = i.winsize != ws;
             i.winsize = ws;

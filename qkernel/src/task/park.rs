@@ -78,6 +78,9 @@ static DEFERRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// fd). A write on one wakes the tasks parked to read the other without a
 /// host poll.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+/// The console's host input fd (`fs::console`), -1 for none: always
+/// polled, so that terminal input (^C) arrives while no task reads.
+static CONSOLE: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(-1);
 /// Listening sockets' host fds ([`listening`]).
 static LISTENING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
@@ -446,10 +449,25 @@ pub fn wait_hibernated() {
     }
 }
 
-/// Every parked fd as a `PollFd`, and the task parked on each.
+/// Sets the console's host input fd (-1: none).
+pub fn set_console(fd: i32) {
+    CONSOLE.store(fd, Ordering::Relaxed);
+}
+
+/// Every parked fd as a `PollFd`, and the task parked on each (the
+/// console's input fd first, owned by no task).
 fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     let mut fds: Vec<PollFd> = Vec::new();
     let mut owners: Vec<u32> = Vec::new();
+    let console = CONSOLE.load(Ordering::Relaxed);
+    if console >= 0 {
+        fds.push(PollFd {
+            fd: console,
+            events: POLLIN,
+            revents: 0,
+        });
+        owners.push(0);
+    }
     for e in PARKED.lock().iter() {
         for &(fd, events) in &e.fds {
             fds.push(PollFd {
@@ -463,8 +481,21 @@ fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     (fds, owners)
 }
 
-/// Wakes the owners of the fds a `Poll` that returned `rc` found ready.
+/// Wakes the owners of the fds a `Poll` that returned `rc` found ready;
+/// console input goes into the console's terminal first.
 fn wake_ready(fds: &[PollFd], owners: &[u32], rc: i64) {
+    let console = CONSOLE.load(Ordering::Relaxed);
+    if rc > 0
+        && console >= 0
+        && owners.first() == Some(&0)
+        && fds.first().is_some_and(|f| f.fd == console)
+    {
+        // SAFETY: the VMM wrote `revents` in place.
+        let revents = unsafe { core::ptr::read_volatile(&fds[0]) }.revents;
+        if revents != 0 {
+            crate::fs::console::input_ready();
+        }
+    }
     let mut ready: Vec<u32> = Vec::new();
     for (i, &pid) in owners.iter().enumerate() {
         // Every task wakes on an error: its retry reports the real one.
