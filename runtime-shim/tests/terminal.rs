@@ -11,7 +11,9 @@
 //! the test receives the terminal's master over the socket (runc's
 //! protocol), drives busybox `sh` through it and checks that the shell
 //! has job control (its terminal is a guest pty it controls), that ^C
-//! interrupts the foreground job, and the exit status.
+//! interrupts the foreground job, and the exit status. `qrun exec --tty
+//! --console-socket` does the same for a shell started in a running
+//! container, twice (the first terminal's guest pty goes when it ends).
 //!
 //! Every test needs /dev/kvm: without it a test says SKIPPED loudly, and
 //! fails under `CI=true`.
@@ -141,6 +143,51 @@ fn shell_bundle(dir: &Path) {
     }
 }
 
+/// Waits at most 30 s for `child` to end; its exit code.
+fn exit_code(child: &mut Child, log: &Path) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "qrun did not end after exit: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Drives the interactive busybox shell on `master`: job control, the
+/// guest pty as its terminal, echo, ^C ending the foreground job; then
+/// `exit CODE`.
+fn drive_shell(master: &mut std::fs::File, code: u8) {
+    let start = read_until(master, "# ", 20);
+    assert!(
+        !start.contains("job control turned off") && !start.contains("can't access tty"),
+        "the shell has no job control: {start:?}"
+    );
+    master.write_all(b"tty; echo a$((6*7))b\n").expect("write");
+    let out = read_until(master, "a42b", 20);
+    assert!(out.contains("/dev/pts/"), "tty names a guest pty: {out:?}");
+    // The command line was echoed with the guest's ONLCR.
+    assert!(out.contains("echo a$((6*7))b\r\n"), "echo: {out:?}");
+    // ^C ends the foreground job (SIGINT to its process group), not the shell.
+    master.write_all(b"sleep 30\n").expect("write");
+    read_until(master, "sleep 30\r\n", 10);
+    std::thread::sleep(Duration::from_millis(300));
+    master.write_all(b"\x03").expect("write");
+    master.write_all(b"echo status $?\n").expect("write");
+    let out = read_until(master, "status 130", 20);
+    assert!(out.contains("status 130"), "^C did not end sleep: {out:?}");
+    master
+        .write_all(format!("exit {code}\n").as_bytes())
+        .expect("write");
+}
+
 /// `qrun run --console-socket` with `process.terminal`: an interactive
 /// shell with job control on a guest pty relayed to the console's pty.
 #[test]
@@ -165,45 +212,52 @@ fn run_with_a_console_socket_gives_a_controlling_terminal() {
         .spawn()
         .expect("spawning qrun run");
     let mut master = receive_master(&listener, &mut child);
-    let start = read_until(&mut master, "# ", 20);
-    assert!(
-        !start.contains("job control turned off") && !start.contains("can't access tty"),
-        "the shell has no job control: {start:?}"
+    drive_shell(&mut master, 3);
+    assert_eq!(exit_code(&mut child, &b.join("qrun.log")), Some(3));
+}
+
+/// `qrun exec --tty --console-socket` in a running container (pid 1 is
+/// `sleep`, without a terminal): the exec'd shell leads its session on a
+/// guest pty of its own. Twice: the first one's pty is released.
+#[test]
+fn exec_tty_with_a_console_socket() {
+    if !require_kvm() {
+        return;
+    }
+    let (b, root) = (TempDir::new("tty-eb"), TempDir::new("tty-eroot"));
+    shell_bundle(b.path());
+    let path = b.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("config")).expect("JSON");
+    config["process"]["terminal"] = serde_json::Value::Bool(false);
+    config["process"]["args"] = serde_json::json!(["/bin/sleep", "1000"]);
+    std::fs::write(&path, serde_json::to_vec(&config).expect("JSON")).expect("config");
+    let out = common::bundle::qrun_detached(
+        root.path(),
+        &["run", "--detach", "--bundle", b.str(), "c"],
+        &b.join("run.log"),
     );
-    master.write_all(b"tty; echo a$((6*7))b\n").expect("write");
-    let out = read_until(&mut master, "a42b", 20);
-    assert!(
-        out.contains("/dev/pts/0"),
-        "tty names the guest pty: {out:?}"
-    );
-    // The command line was echoed with the guest's ONLCR.
-    assert!(out.contains("echo a$((6*7))b\r\n"), "echo: {out:?}");
-    // ^C ends the foreground job (SIGINT to its process group), not the shell.
-    master.write_all(b"sleep 30\n").expect("write");
-    read_until(&mut master, "sleep 30\r\n", 10);
-    std::thread::sleep(Duration::from_millis(300));
-    let before = Instant::now();
-    master.write_all(b"\x03").expect("write");
-    master.write_all(b"echo status $?\n").expect("write");
-    let out = read_until(&mut master, "status 130", 20);
-    assert!(out.contains("status 130"), "^C did not end sleep: {out:?}");
-    assert!(before.elapsed() < Duration::from_secs(20));
-    master.write_all(b"exit 3\n").expect("write");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("qrun run did not end after exit");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(
-        status.code(),
-        Some(3),
-        "{}",
-        std::fs::read_to_string(b.join("qrun.log")).unwrap_or_default()
-    );
+    assert_eq!(out.status, 0, "run --detach: {out:?}");
+    for code in [4u8, 5] {
+        let sock = b.join(format!("exec{code}.sock"));
+        let listener = UnixListener::bind(&sock).expect("binding the console socket");
+        let log_path = b.join(format!("exec{code}.log"));
+        let log = std::fs::File::create(&log_path).expect("log");
+        let mut child = Command::new(qrun())
+            .arg("--root")
+            .arg(root.path())
+            .args(["exec", "--tty", "--console-socket"])
+            .arg(&sock)
+            .args(["c", "/bin/sh"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup"))
+            .stderr(log)
+            .spawn()
+            .expect("spawning qrun exec");
+        let mut master = receive_master(&listener, &mut child);
+        drive_shell(&mut master, code);
+        assert_eq!(exit_code(&mut child, &log_path), Some(i32::from(code)));
+    }
+    let out = common::bundle::qrun_at(root.path(), &["delete", "--force", "c"]);
+    assert_eq!(out.status, 0, "delete: {out:?}");
 }

@@ -96,7 +96,7 @@ impl Default for Termios {
 
 impl Termios {
     /// The 44 bytes of `struct termios2` (the first 36: `struct termios`).
-    pub fn to_bytes(&self) -> [u8; 44] {
+    pub fn to_bytes(self) -> [u8; 44] {
         let mut b = [0u8; 44];
         for (k, v) in [self.iflag, self.oflag, self.cflag, self.lflag]
             .iter()
@@ -111,8 +111,9 @@ impl Termios {
         b
     }
 
-    /// From `struct termios` (36 bytes: the speeds stay) or `termios2`.
-    pub fn from_bytes(&self, b: &[u8]) -> Termios {
+    /// This termios changed to `struct termios` `b` (36 bytes: the
+    /// speeds stay) or `termios2` (44).
+    pub fn updated(&self, b: &[u8]) -> Termios {
         let word = |k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
         let mut t = *self;
         if b.len() < 36 {
@@ -462,7 +463,7 @@ mod tests {
     #[test]
     fn termios_round_trip() {
         let t = Termios::default();
-        assert_eq!(t.from_bytes(&t.to_bytes()), t);
-        assert_eq!(t.from_bytes(&t.to_bytes()[..36]), t);
+        assert_eq!(t.updated(&t.to_bytes()), t);
+        assert_eq!(t.updated(&t.to_bytes()[..36]), t);
     }
 }

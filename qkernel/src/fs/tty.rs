@@ -66,8 +66,8 @@ pub struct Pty {
     index: u32,
     queue: u64,
     /// The container's terminal, whose master side is the host
-    /// (`fs::console`).
-    pub console: bool,
+    /// (`fs::console`): (host input fd, host output fd).
+    pub host: Option<(i32, i32)>,
     pub inner: Mutex<Inner>,
 }
 
@@ -101,10 +101,15 @@ impl Drop for TtyEnd {
         } else {
             i.slaves = i.slaves.saturating_sub(1);
         }
+        let unused = i.slaves == 0;
         i.generation += 1;
         drop(i);
         self.pty.wake(true);
         self.pty.wake(false);
+        if unused && self.pty.host.is_some() {
+            // A console nobody holds: its host side goes.
+            super::console::release(&self.pty);
+        }
     }
 }
 
@@ -162,8 +167,8 @@ impl Pty {
 
     /// `poll` readiness of one end.
     pub fn poll(&self, master: bool) -> i16 {
-        if self.console {
-            super::console::pump();
+        if self.host.is_some() {
+            super::console::pump(self);
         }
         let i = self.inner.lock();
         let mut r = 0;
@@ -193,20 +198,20 @@ impl Pty {
 
 /// A new pair: the master end (`/dev/ptmx`), locked as Linux makes it.
 pub fn open_master() -> Result<TtyEnd, Errno> {
-    let pty = new_pty(false)?;
+    let pty = new_pty(None)?;
     Ok(TtyEnd { pty, master: true })
 }
 
 /// The console's pty (`fs::console`): its master side is the host's, so
 /// it counts one master for good and is unlocked.
-pub fn new_console() -> Result<Arc<Pty>, Errno> {
-    let pty = new_pty(true)?;
+pub fn new_console(host_in: i32, host_out: i32) -> Result<Arc<Pty>, Errno> {
+    let pty = new_pty(Some((host_in, host_out)))?;
     pty.inner.lock().locked = false;
     Ok(pty)
 }
 
 /// A new pty with one master, registered under the lowest free number.
-fn new_pty(console: bool) -> Result<Arc<Pty>, Errno> {
+fn new_pty(host: Option<(i32, i32)>) -> Result<Arc<Pty>, Errno> {
     let mut t = PTYS.lock();
     t.retain(|_, w| w.strong_count() > 0);
     let index = (0..MAX_PTYS)
@@ -215,7 +220,7 @@ fn new_pty(console: bool) -> Result<Arc<Pty>, Errno> {
     let pty = Arc::new(Pty {
         index,
         queue: park::new_queues(2),
-        console,
+        host,
         inner: Mutex::new(Inner {
             ld: ldisc::Ldisc::new(Termios::default()),
             winsize: [0; 4],
@@ -436,8 +441,8 @@ fn read_slave(
     nonblock: bool,
 ) -> SysResult {
     background_read(pty)?;
-    if pty.console {
-        super::console::pump();
+    if pty.host.is_some() {
+        super::console::pump(pty);
     }
     let mut i = pty.inner.lock();
     if i.masters == 0 || total == 0 {
@@ -493,7 +498,7 @@ fn write_slave(
         i.generation += 1;
         drop(i);
         pty.wake(true);
-        if pty.console {
+        if pty.host.is_some() {
             super::console::flush(pty);
         }
         if done + moved >= total {

@@ -135,7 +135,7 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
             let n = if req < 0x4000_0000 { 36 } else { 44 };
             uaccess::copy_in(&mut p.mm, arg, &mut b[..n])?;
             let mut i = pty.inner.lock();
-            let t = i.ld.termios.from_bytes(&b[..n]);
+            let t = i.ld.termios.updated(&b[..n]);
             i.ld.set_termios(t, req == TCSETSF || req == TCSETSF2);
             drop(i);
             pty.wake(false);

@@ -78,9 +78,9 @@ static DEFERRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// fd). A write on one wakes the tasks parked to read the other without a
 /// host poll.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
-/// The console's host input fd (`fs::console`), -1 for none: always
-/// polled, so that terminal input (^C) arrives while no task reads.
-static CONSOLE: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(-1);
+/// The consoles' host input fds (`fs::console`): always polled, so that
+/// terminal input (^C) arrives while no task reads.
+static CONSOLES: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Listening sockets' host fds ([`listening`]).
 static LISTENING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
@@ -449,20 +449,27 @@ pub fn wait_hibernated() {
     }
 }
 
-/// Sets the console's host input fd (-1: none).
-pub fn set_console(fd: i32) {
-    CONSOLE.store(fd, Ordering::Relaxed);
+/// Host fd `fd` is a console's input (`fs::console`).
+pub fn add_console(fd: i32) {
+    let mut c = CONSOLES.lock();
+    if !c.contains(&fd) {
+        c.push(fd);
+    }
+}
+
+/// Host fd `fd` is no longer a console's input.
+pub fn remove_console(fd: i32) {
+    CONSOLES.lock().retain(|&x| x != fd);
 }
 
 /// Every parked fd as a `PollFd`, and the task parked on each (the
-/// console's input fd first, owned by no task).
+/// consoles' input fds first, owned by no task).
 fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     let mut fds: Vec<PollFd> = Vec::new();
     let mut owners: Vec<u32> = Vec::new();
-    let console = CONSOLE.load(Ordering::Relaxed);
-    if console >= 0 {
+    for &fd in CONSOLES.lock().iter() {
         fds.push(PollFd {
-            fd: console,
+            fd,
             events: POLLIN,
             revents: 0,
         });
@@ -484,16 +491,19 @@ fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
 /// Wakes the owners of the fds a `Poll` that returned `rc` found ready;
 /// console input goes into the console's terminal first.
 fn wake_ready(fds: &[PollFd], owners: &[u32], rc: i64) {
-    let console = CONSOLE.load(Ordering::Relaxed);
-    if rc > 0
-        && console >= 0
-        && owners.first() == Some(&0)
-        && fds.first().is_some_and(|f| f.fd == console)
-    {
-        // SAFETY: the VMM wrote `revents` in place.
-        let revents = unsafe { core::ptr::read_volatile(&fds[0]) }.revents;
-        if revents != 0 {
-            crate::fs::console::input_ready();
+    if rc > 0 {
+        let consoles = CONSOLES.lock().clone();
+        for (i, f) in fds.iter().enumerate() {
+            // SAFETY: the VMM wrote `revents` in place.
+            let revents = unsafe { core::ptr::read_volatile(f) }.revents;
+            if owners[i] == 0 && revents != 0 && consoles.contains(&f.fd) {
+                crate::fs::console::input_ready(f.fd);
+                // ^C may have been for the blocked running task's own
+                // group: its wait must end, as in `idle_poll`.
+                if crate::signal::interrupts() {
+                    sched::wake(&mut KERNEL.lock(), current_pid());
+                }
+            }
         }
     }
     let mut ready: Vec<u32> = Vec::new();
