@@ -190,10 +190,12 @@ mod kernel {
         };
         let cmdline = boot_slice(info.argv).to_vec();
         let mut files = crate::fs::stdio_table(&info.stdio_mode);
-        if info.flags & qlib::abi::BOOT_CONSOLE != 0 && info.tty_mask & 1 != 0 {
-            if let Some(pty) = crate::fs::console::attach(&mut files, info.winsize) {
-                crate::fs::console::set_session(&pty, 1);
-            }
+        // The container's terminal: pid 1's controlling terminal.
+        if info.flags & qlib::abi::BOOT_CONSOLE != 0
+            && info.tty_mask & 1 != 0
+            && let Some(pty) = crate::fs::console::attach(&mut files, info.winsize)
+        {
+            crate::fs::console::set_session(&pty, 1);
         }
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
