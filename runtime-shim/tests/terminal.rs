@@ -137,7 +137,7 @@ fn shell_bundle(dir: &Path) {
     bundle(dir, &[("/bin/busybox", busybox)], &["/bin/sh"], |c| {
         c["process"]["terminal"] = serde_json::Value::Bool(true);
     });
-    for applet in ["sh", "sleep", "tty"] {
+    for applet in ["sh", "sleep", "tty", "stty"] {
         std::os::unix::fs::symlink("busybox", dir.join("rootfs/bin").join(applet))
             .expect("applet link");
     }
@@ -175,6 +175,20 @@ fn drive_shell(master: &mut std::fs::File, code: u8) {
     assert!(out.contains("/dev/pts/"), "tty names a guest pty: {out:?}");
     // The command line was echoed with the guest's ONLCR.
     assert!(out.contains("echo a$((6*7))b\r\n"), "echo: {out:?}");
+    // The console socket's owner resizes the terminal: the guest pty
+    // takes the size when asked.
+    let ws = libc::winsize {
+        ws_row: 33,
+        ws_col: 111,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from a valid reference.
+    let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    assert_eq!(rc, 0, "TIOCSWINSZ on the master");
+    master.write_all(b"stty size\n").expect("write");
+    let out = read_until(master, "33 111", 20);
+    assert!(out.contains("33 111"), "window size: {out:?}");
     // ^C ends the foreground job (SIGINT to its process group), not the shell.
     master.write_all(b"sleep 30\n").expect("write");
     read_until(master, "sleep 30\r\n", 10);

@@ -164,10 +164,38 @@ pub fn input_ready(fd: i32) {
     };
     pty.wake(false);
     flush(&pty);
+    refresh_winsize(&pty);
     if pgrp != 0 {
         for sig in signals {
             crate::task::pgrp::signal_group(pgrp, sig);
         }
+    }
+}
+
+/// Takes the host terminal's window size if it changed (the console
+/// socket's owner resized it): a `TIOCGWINSZ` of the guest pty and each
+/// input read look, and a change sends SIGWINCH to the foreground group.
+/// (The host does not tell the guest when it happens.)
+pub fn refresh_winsize(pty: &Pty) {
+    let Some((input, _)) = pty.host else {
+        return;
+    };
+    let Ok(v) = super::host::fd_op(qlib::io_abi::fd::WINSIZE, input, 0, 0, 0, 0) else {
+        return;
+    };
+    let (rows, cols) = ((v & 0xffff) as u16, ((v >> 16) & 0xffff) as u16);
+    if (rows, cols) == (0, 0) {
+        return;
+    }
+    let mut i = pty.inner.lock();
+    if i.winsize[..2] == [rows, cols] {
+        return;
+    }
+    i.winsize = [rows, cols, 0, 0];
+    let pgrp = i.pgrp;
+    drop(i);
+    if pgrp != 0 {
+        crate::task::pgrp::signal_group(pgrp, 28 /* SIGWINCH */);
     }
 }
 

@@ -169,6 +169,7 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
             if d == 0 { Ok(0) } else { Err(Errno::EINVAL) }
         }
         TIOCGWINSZ => {
+            super::console::refresh_winsize(pty);
             let ws = pty.inner.lock().winsize;
             let mut b = [0u8; 8];
             for (k, v) in ws.iter().enumerate() {
