@@ -261,6 +261,17 @@ pub fn of_session(sid: u32) -> Option<Arc<Pty>> {
         .find(|p| p.inner.lock().session == sid)
 }
 
+/// Session `sid`'s leader ended: its controlling terminal (if any) is
+/// free again (Linux also hangs the foreground group up with SIGHUP: not
+/// done, docs/terminal.md).
+pub fn session_ended(sid: u32) {
+    if let Some(pty) = of_session(sid) {
+        let mut i = pty.inner.lock();
+        i.session = 0;
+        i.pgrp = 0;
+    }
+}
+
 /// Reads from or writes to a pty end: `read`/`write`/`readv`/`writev`.
 /// A call that must wait parks the task (the handler runs again when the
 /// other side moves) and returns `Ok(0)`, which the dispatcher ignores.
