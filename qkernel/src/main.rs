@@ -195,7 +195,14 @@ mod kernel {
             exe
         };
         let cmdline = boot_slice(info.argv).to_vec();
-        let files = crate::fs::stdio_table(&info.stdio_mode);
+        let mut files = crate::fs::stdio_table(&info.stdio_mode);
+        // The container's terminal: pid 1's controlling terminal.
+        if info.flags & qlib::abi::BOOT_CONSOLE != 0
+            && info.tty_mask & 1 != 0
+            && let Some(pty) = crate::fs::console::attach(&mut files, info.winsize)
+        {
+            crate::fs::console::set_session(&pty, 1);
+        }
         // Switch the kernel to the process's PGD (same kernel half).
         process::activate(&mm);
         let mut proc = Process::new(mm, info.ids, files, cwd, exe, cmdline);

@@ -460,5 +460,10 @@ const _: () = assert!(core::mem::size_of::<BootInfo>() == 336);
 /// host; faults still end it.
 pub const BOOT_INIT: u64 = 1;
 
+/// [`BootInfo::flags`] bit: the host's stdio is the container's terminal
+/// (OCI `process.terminal`; the VMM put it in raw mode): pid 1 gets a
+/// guest pty relayed to it as its stdio and controlling terminal.
+pub const BOOT_CONSOLE: u64 = 2;
+
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");

@@ -8,6 +8,7 @@
 //! ```text
 //! spawn  = 1u32 id:u64 fd0:i32 fd1:i32 fd2:i32 uid:u32 gid:u32
 //!          ngroups:u32 gid:u32*  cwd:str  argc:u32 str*  envc:u32 str*
+//!          flags:u32   (bit 0: terminal)
 //! signal = 2u32 pid:u32 signo:u32
 //! ```
 
@@ -49,6 +50,9 @@ pub struct Spawn<'a> {
     pub cwd: &'a [u8],
     pub argv: Strings<'a>,
     pub env: Strings<'a>,
+    /// The stdio is the slave of a host terminal (`qrun exec --tty`): the
+    /// guest gives the process a guest pty relayed to it.
+    pub terminal: bool,
 }
 
 /// One order.
@@ -159,6 +163,7 @@ pub fn decode(bytes: &[u8]) -> Result<Order<'_>, DecodeError> {
             let cwd = r.str()?;
             let argv = r.strings()?;
             let env = r.strings()?;
+            let terminal = r.u32()? & 1 != 0;
             Ok(Order::Spawn(Spawn {
                 id,
                 stdio,
@@ -168,6 +173,7 @@ pub fn decode(bytes: &[u8]) -> Result<Order<'_>, DecodeError> {
                 cwd,
                 argv,
                 env,
+                terminal,
             }))
         }
         SIGNAL => Ok(Order::Signal {
@@ -188,6 +194,8 @@ pub struct SpawnSpec {
     pub cwd: std::string::String,
     pub argv: std::vec::Vec<std::string::String>,
     pub env: std::vec::Vec<std::string::String>,
+    /// See [`Spawn::terminal`].
+    pub terminal: bool,
 }
 
 #[cfg(feature = "std")]
@@ -218,6 +226,7 @@ pub fn encode_spawn(id: u64, stdio: [i32; 3], s: &SpawnSpec) -> std::vec::Vec<u8
             put_str(&mut out, a.as_bytes());
         }
     }
+    out.extend_from_slice(&u32::from(s.terminal).to_le_bytes());
     out
 }
 
@@ -243,6 +252,7 @@ mod tests {
             cwd: "/tmp".into(),
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
             env: vec!["PATH=/bin".into()],
+            terminal: true,
         }
     }
 
@@ -258,6 +268,7 @@ mod tests {
         let argv: Vec<&[u8]> = s.argv.iter().collect();
         assert_eq!(argv, vec![&b"sh"[..], b"-c", b"exit 3"]);
         assert_eq!(s.env.iter().collect::<Vec<_>>(), vec![&b"PATH=/bin"[..]]);
+        assert!(s.terminal);
     }
 
     #[test]

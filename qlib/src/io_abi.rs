@@ -132,6 +132,8 @@ pub mod fd {
     /// A pipe's capacity: `args[2]` = 0 to read it (`F_GETPIPE_SZ`), else
     /// the size to set (`F_SETPIPE_SZ`); returns the capacity.
     pub const PIPE_SZ: u64 = 26;
+    /// `ioctl(TIOCGWINSZ)` of a terminal: returns rows | columns << 16.
+    pub const WINSIZE: u64 = 27;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.

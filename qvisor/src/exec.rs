@@ -46,6 +46,10 @@ pub struct ExecSpec {
     pub gid: u32,
     #[serde(default)]
     pub additional_gids: Vec<u32>,
+    /// The stdio is the slave of a host terminal (`--tty`): the process
+    /// gets a guest pty relayed to it (docs/terminal.md).
+    #[serde(default)]
+    pub terminal: bool,
 }
 
 fn root() -> String {
@@ -61,6 +65,7 @@ impl ExecSpec {
             cwd: self.cwd.clone(),
             argv: self.args.clone(),
             env: self.env.clone(),
+            terminal: self.terminal,
         }
     }
 }

@@ -101,6 +101,12 @@ pub struct SandboxConfig {
     /// dropped, except SIGKILL from the host (`qlib::abi::BOOT_INIT`).
     /// `false` for `qrun do`, whose program is an ordinary process.
     pub init: bool,
+    /// The host's stdio is the container's terminal (OCI
+    /// `process.terminal`, the slave of the pty whose master went to the
+    /// console socket): the VMM puts it in raw mode and the guest gives
+    /// the program a guest pty relayed to it (`qlib::abi::BOOT_CONSOLE`,
+    /// docs/terminal.md).
+    pub console: bool,
 }
 
 /// Most vCPUs a sandbox has.
@@ -127,6 +133,7 @@ impl SandboxConfig {
             kvm: None,
             cpus: 1,
             init: false,
+            console: false,
         }
     }
 }
@@ -177,7 +184,12 @@ impl Sandbox {
             hostname: &config.hostname,
             seccomp: &config.seccomp,
             cpus: config.cpus as u64,
-            flags: if config.init { qlib::abi::BOOT_INIT } else { 0 },
+            flags: if config.init { qlib::abi::BOOT_INIT } else { 0 }
+                | if config.console && stdio::raw_terminal() {
+                    qlib::abi::BOOT_CONSOLE
+                } else {
+                    0
+                },
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

@@ -50,3 +50,19 @@ pub fn facts() -> StdioFacts {
     }
     f
 }
+
+/// Puts the terminal on fd 0 in raw mode (the guest's line discipline
+/// does echo, editing and signals: `qlib::abi::BOOT_CONSOLE`); returns
+/// whether fd 0 is a terminal that is raw now.
+pub fn raw_terminal() -> bool {
+    // SAFETY: an all-zero termios is a valid value for tcgetattr to fill.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid termios buffer.
+    if unsafe { libc::tcgetattr(0, &mut t) } != 0 {
+        return false;
+    }
+    // SAFETY: `t` is a termios tcgetattr filled.
+    unsafe { libc::cfmakeraw(&mut t) };
+    // SAFETY: as above; TCSANOW changes only the terminal's settings.
+    unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) == 0 }
+}

@@ -34,6 +34,7 @@ static inline const char *errno_name(int e) {
     case EINVAL: return "EINVAL";
     case EMFILE: return "EMFILE";
     case ENOTTY: return "ENOTTY";
+    case ENXIO: return "ENXIO";
     case EFBIG: return "EFBIG";
     case ESPIPE: return "ESPIPE";
     case EROFS: return "EROFS";

@@ -114,6 +114,10 @@ pub const ALL: &[&str] = &[
     // `pthread_stress_glibc`, statically against glibc.
     "pthread_stress",
     "pthread_stress_glibc",
+    // Guest ptys (terminal.rs): /dev/ptmx, /dev/pts, termios, job control
+    // basics; with musl and, as `pty_glibc`, statically against glibc.
+    "pty",
+    "pty_glibc",
     "reclaim_probe",
     "rust-hello",
     // linux.seccomp: what a few calls return (compared with runc).

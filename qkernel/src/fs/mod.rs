@@ -6,7 +6,9 @@
 //! flags, shared by `dup`); closing the last fd of a host file closes the
 //! host fd.
 
+pub mod console;
 pub mod host;
+pub mod ldisc;
 pub mod netlink;
 pub mod path;
 pub mod pipe;
@@ -14,6 +16,8 @@ pub mod procfs;
 pub mod procpid;
 pub mod special;
 pub mod stat;
+pub mod tty;
+pub mod tty_ioctl;
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -77,6 +81,8 @@ pub enum Backing {
     Pipe(pipe::PipeEnd),
     /// A `NETLINK_ROUTE` socket kept in the guest kernel.
     Netlink(netlink::Netlink),
+    /// One end of a pseudo-terminal kept in the guest kernel.
+    Tty(tty::TtyEnd),
 }
 
 /// An open file description.
@@ -105,7 +111,7 @@ impl File {
     pub fn host_fd(&self) -> Option<i32> {
         match self.backing {
             Backing::Host { fd, .. } => Some(fd),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
         }
     }
 
@@ -113,7 +119,7 @@ impl File {
     pub fn host_kind(&self) -> Option<HostKind> {
         match self.backing {
             Backing::Host { kind, .. } => Some(kind),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) => None,
+            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
         }
     }
 
@@ -129,6 +135,25 @@ impl File {
     pub fn pipe(&self) -> Option<&pipe::PipeEnd> {
         match &self.backing {
             Backing::Pipe(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// For a file only the guest kernel can make ready (a guest pipe or
+    /// pty end): its `poll` events, the wait queue a poll parks on, and
+    /// its state-change counter (edge-triggered epoll).
+    pub fn guest_poll(&self) -> Option<(i16, u64, u64)> {
+        match &self.backing {
+            Backing::Pipe(e) => Some((
+                e.pipe.poll(e.write),
+                e.pipe.queue(e.write),
+                e.pipe.generation(),
+            )),
+            Backing::Tty(e) => Some((
+                e.pty.poll(e.master),
+                e.pty.queue(e.master),
+                e.pty.generation(),
+            )),
             _ => None,
         }
     }

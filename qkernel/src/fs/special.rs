@@ -1,5 +1,5 @@
 //! The kernel's own files: `/dev` (null, zero, full, random, urandom, the
-//! stdio aliases), `/proc` (self/exe, self/fd, self/cmdline, self/mounts,
+//! stdio aliases, ptmx, tty and pts/ of `fs::tty`), `/proc` (self/exe, self/fd, self/cmdline, self/mounts,
 //! self/mountinfo, and the system files of `procfs`: cpuinfo, meminfo,
 //! loadavg, uptime, stat, mounts, version, sys/...) and an empty `/sys`. Nothing under these three reaches
 //! the host: a rootfs's `/proc/self/root` and host devices stay out of
@@ -70,6 +70,8 @@ pub enum Node {
     Link(u32, &'static str),
     /// `/proc/self` (a link to `/proc/<pid>`).
     SelfLink(u32),
+    /// A pty slave, `/dev/pts/N` (`fs::tty`).
+    Pts(u32),
 }
 
 /// What a kernel link leads to.
@@ -140,6 +142,14 @@ pub fn lookup(path: &str) -> Node {
             "stdout" => Node::FdLink(me, 1),
             "stderr" => Node::FdLink(me, 2),
             "fd" => Node::PidDir(me, "fd"),
+            "ptmx" => Node::Device("ptmx", 5, 2),
+            "tty" => Node::Device("tty", 5, 0),
+            "pts" => Node::Dir("dev/pts"),
+            name if name.starts_with("pts/") => name[4..]
+                .parse::<u32>()
+                .ok()
+                .filter(|n| name[4..] == n.to_string() && super::tty::numbers().contains(n))
+                .map_or(Node::Missing, Node::Pts),
             name => match name.strip_prefix("fd/") {
                 Some(n) => n.parse().map_or(Node::Missing, |n| Node::FdLink(me, n)),
                 // Other names under /dev are the rootfs's: the runtime's
@@ -233,6 +243,9 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
         "dev" => {
             v.extend(DEVICES.iter().map(|d| (d.0.to_string(), DT_CHR)));
             v.push(("fd".into(), DT_DIR));
+            v.push(("ptmx".into(), DT_CHR));
+            v.push(("tty".into(), DT_CHR));
+            v.push(("pts".into(), DT_DIR));
             for s in ["stdin", "stdout", "stderr"] {
                 v.push((s.into(), DT_LNK));
             }
@@ -245,6 +258,11 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
             v.extend(procpid::pids().into_iter().map(|n| (n.to_string(), DT_DIR)));
         }
+        "dev/pts" => v.extend(
+            super::tty::numbers()
+                .into_iter()
+                .map(|n| (n.to_string(), DT_CHR)),
+        ),
         "sys" => {}
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
@@ -285,6 +303,9 @@ pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<
         return Err(Errno::EACCES);
     }
     let special = match node {
+        Node::Device("ptmx", ..) => return super::tty_ioctl::open_ptmx(flags),
+        Node::Device("tty", ..) => return super::tty_ioctl::open_tty(flags),
+        Node::Pts(n) => return super::tty_ioctl::open_pts(*n, flags),
         Node::Device("null", ..) => Special::Null,
         Node::Device("zero", ..) => Special::Zero,
         Node::Device("full", ..) => Special::Full,
@@ -349,8 +370,27 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         }
         Node::Link(pid, _) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), pid_ino(*pid, 0x40), ids),
         Node::SelfLink(_) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), 0x400, ids),
+        Node::Pts(n) => synthetic_statx(S_IFCHR | 0o600, 0, (136, *n), pts_ino(*n), ids),
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })
+}
+
+/// The inode number of `/dev/pts/N`.
+fn pts_ino(n: u32) -> u64 {
+    0x10_0000 + u64::from(n)
+}
+
+/// statx of an open pty end: the master is `/dev/ptmx`, a slave
+/// `/dev/pts/N`, or `/dev/tty` when it was opened by that name.
+pub fn statx_tty(p: &mut Process, end: &super::tty::TtyEnd, path: &str) -> [u8; STATX_SIZE] {
+    let node = if end.master {
+        Node::Device("ptmx", 5, 2)
+    } else if path == "/dev/tty" {
+        Node::Device("tty", 5, 0)
+    } else {
+        Node::Pts(end.pty.index())
+    };
+    statx(p, &node).unwrap_or([0; STATX_SIZE])
 }
 
 /// A distinct inode number for entry `i` of `/proc/<pid>/`.

@@ -1,5 +1,5 @@
 //! Guest files in an epoll set. An epoll instance is a host epoll, which
-//! cannot watch a guest pipe; the guest keeps those interests here, keyed
+//! cannot watch a guest pipe or pty; the guest keeps those interests here, keyed
 //! by the host epoll fd, and `epoll_wait` checks them before and alongside
 //! the host wait (sys_poll.rs). Level-triggered, `EPOLLET` (reported
 //! again only after the pipe moved) and `EPOLLONESHOT`. An interest goes
@@ -43,7 +43,7 @@ pub fn epoll_closed(ep: i32) {
 
 /// `epoll_ctl` for a guest file (`file` at `fd`) in epoll `ep`.
 pub fn ctl(ep: i32, op: u64, fd: i32, file: &Arc<File>, events: u32, data: u64) -> SysResult {
-    if file.pipe().is_none() {
+    if file.guest_poll().is_none() {
         return Err(Errno::EPERM);
     }
     let mut sets = SETS.lock();
@@ -97,20 +97,21 @@ pub fn ready(ep: i32, max: usize) -> (Vec<(u32, u64)>, Vec<u64>) {
         let Some(file) = i.file.upgrade() else {
             continue;
         };
-        let Some(end) = file.pipe() else { continue };
+        let Some((revents, queue, generation)) = file.guest_poll() else {
+            continue;
+        };
         if i.disabled {
             continue;
         }
-        queues.push(end.pipe.queue(end.write));
+        queues.push(queue);
         if out.len() >= max {
             continue;
         }
-        let rev = end.pipe.poll(end.write) as u16 as u32 & (i.events | EPOLLERR | EPOLLHUP);
+        let rev = revents as u16 as u32 & (i.events | EPOLLERR | EPOLLHUP);
         if rev == 0 {
             continue;
         }
         if i.events & EPOLLET != 0 {
-            let generation = end.pipe.generation();
             if i.reported == Some(generation) {
                 continue;
             }

@@ -102,6 +102,7 @@ pub fn transfer(
     match &file.backing {
         Backing::Special(s) => special(p, s, bufs, write),
         Backing::Pipe(end) => crate::fs::pipe::transfer(p, end, bufs, write, file.nonblocking()),
+        Backing::Tty(end) => crate::fs::tty::transfer(p, end, bufs, write, file.nonblocking()),
         Backing::Netlink(n) => super::sys_socket::netlink_rw(p, n, bufs, write),
         Backing::Host { fd, kind } => {
             let mut flags = if write { io::WRITE } else { 0 };

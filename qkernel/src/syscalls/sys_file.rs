@@ -161,7 +161,9 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
             fd,
             kind: HostKind::File,
         } => host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0),
-        Backing::Host { .. } | Backing::Pipe(_) | Backing::Netlink(_) => Err(Errno::ESPIPE),
+        Backing::Host { .. } | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => {
+            Err(Errno::ESPIPE)
+        }
         Backing::Special(s) => match s.seekable() {
             Some((len, pos)) if a[2] <= 2 => {
                 let mut pos = pos.lock();
@@ -316,6 +318,7 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             | Backing::Netlink(_),
             req,
         ) if super::sys_ifreq::is_ifreq(req) => super::sys_ifreq::ioctl(p, req, a[2]),
+        (Backing::Tty(end), req) => crate::fs::tty_ioctl::ioctl(p, end, req, a[2]),
         (Backing::Pipe(end), FIONREAD) => {
             let n = end.pipe.buffered() as u32;
             uaccess::write(&mut p.mm, a[2], &n)?;

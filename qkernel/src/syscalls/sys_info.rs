@@ -207,7 +207,7 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
             // SAFETY: the VMM wrote the buffer behind the compiler's back.
             unsafe { core::ptr::read_volatile(&buf) }
         }
-        Backing::Special(_) => kernel_statfs(&f.path),
+        Backing::Special(_) | Backing::Tty(_) => kernel_statfs(&f.path),
         Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
         Backing::Netlink(_) => statfs_buf(SOCKFS_MAGIC, false),
     })

@@ -54,11 +54,11 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
             continue;
         }
         let file = p.files.get(e.0 as u64);
-        match file.map(|f| (f.host_fd(), f.pipe())) {
+        match file.map(|f| (f.host_fd(), f.guest_poll())) {
             Err(_) => e.2 = POLLNVAL,
-            Ok((None, Some(end))) => {
-                e.2 = end.pipe.poll(end.write) & (e.1 | POLLERR | POLLHUP);
-                queues.push(end.pipe.queue(end.write));
+            Ok((None, Some((revents, queue, _)))) => {
+                e.2 = revents & (e.1 | POLLERR | POLLHUP);
+                queues.push(queue);
             }
             Ok((None, None)) => e.2 = e.1 & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM),
             Ok((Some(fd), _)) => {
@@ -313,7 +313,7 @@ pub fn epoll_ctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
         let data = u64::from_le_bytes(raw[4..12].try_into().expect("8 bytes"));
         (ev, data)
     };
-    if file.pipe().is_some() {
+    if file.guest_poll().is_some() {
         return super::epoll_guest::ctl(ep, a[1], a[2] as i32, &file, events, data);
     }
     let target = file.host_fd().ok_or(Errno::EPERM)?;

@@ -32,6 +32,7 @@ fn statx_file(p: &mut Process, f: &crate::fs::File) -> Result<[u8; STATX_SIZE], 
             end.pipe.ino(),
             p.ids,
         )),
+        Backing::Tty(end) => Ok(special::statx_tty(p, end, &f.path)),
         Backing::Netlink(n) => Ok(crate::fs::stat::synthetic_statx(
             0o140777, // S_IFSOCK
             0,

@@ -78,6 +78,9 @@ static DEFERRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// fd). A write on one wakes the tasks parked to read the other without a
 /// host poll.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+/// The consoles' host input fds (`fs::console`): always polled, so that
+/// terminal input (^C) arrives while no task reads.
+static CONSOLES: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Listening sockets' host fds ([`listening`]).
 static LISTENING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
@@ -446,10 +449,32 @@ pub fn wait_hibernated() {
     }
 }
 
-/// Every parked fd as a `PollFd`, and the task parked on each.
+/// Host fd `fd` is a console's input (`fs::console`).
+pub fn add_console(fd: i32) {
+    let mut c = CONSOLES.lock();
+    if !c.contains(&fd) {
+        c.push(fd);
+    }
+}
+
+/// Host fd `fd` is no longer a console's input.
+pub fn remove_console(fd: i32) {
+    CONSOLES.lock().retain(|&x| x != fd);
+}
+
+/// Every parked fd as a `PollFd`, and the task parked on each (the
+/// consoles' input fds first, owned by no task).
 fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     let mut fds: Vec<PollFd> = Vec::new();
     let mut owners: Vec<u32> = Vec::new();
+    for &fd in CONSOLES.lock().iter() {
+        fds.push(PollFd {
+            fd,
+            events: POLLIN,
+            revents: 0,
+        });
+        owners.push(0);
+    }
     for e in PARKED.lock().iter() {
         for &(fd, events) in &e.fds {
             fds.push(PollFd {
@@ -463,8 +488,24 @@ fn parked_fds() -> (Vec<PollFd>, Vec<u32>) {
     (fds, owners)
 }
 
-/// Wakes the owners of the fds a `Poll` that returned `rc` found ready.
+/// Wakes the owners of the fds a `Poll` that returned `rc` found ready;
+/// console input goes into the console's terminal first.
 fn wake_ready(fds: &[PollFd], owners: &[u32], rc: i64) {
+    if rc > 0 {
+        let consoles = CONSOLES.lock().clone();
+        for (i, f) in fds.iter().enumerate() {
+            // SAFETY: the VMM wrote `revents` in place.
+            let revents = unsafe { core::ptr::read_volatile(f) }.revents;
+            if owners[i] == 0 && revents != 0 && consoles.contains(&f.fd) {
+                crate::fs::console::input_ready(f.fd);
+                // ^C may have been for the blocked running task's own
+                // group: its wait must end, as in `idle_poll`.
+                if crate::signal::interrupts() {
+                    sched::wake(&mut KERNEL.lock(), current_pid());
+                }
+            }
+        }
+    }
     let mut ready: Vec<u32> = Vec::new();
     for (i, &pid) in owners.iter().enumerate() {
         // Every task wakes on an error: its retry reports the real one.

@@ -1,6 +1,6 @@
 //! Process groups and sessions: `setpgid`, `getpgid`, `setsid`, `getsid`.
 
-use super::{KERNEL, State, current_pid};
+use super::{KERNEL, State, current_pid, current_tgid};
 use crate::errno::Errno;
 
 /// The process a call names: 0 is the caller.
@@ -63,4 +63,43 @@ pub fn setsid() -> Result<u32, Errno> {
     t.pgid = me;
     t.sid = me;
     Ok(me)
+}
+
+/// The running process's (session, process group).
+pub fn ids() -> (u32, u32) {
+    let k = KERNEL.lock();
+    k.tasks
+        .get(&super::current_tgid())
+        .map_or((1, 1), |t| (t.sid, t.pgid))
+}
+
+/// Whether process group `pgid` has a live member in session `sid`.
+pub fn group_in_session(pgid: u32, sid: u32) -> bool {
+    let k = KERNEL.lock();
+    k.tasks
+        .values()
+        .any(|t| t.pgid == pgid && t.sid == sid && !matches!(t.state, State::Zombie(_)))
+}
+
+/// Whether process group `pgid` has a live member.
+pub fn group_exists(pgid: u32) -> bool {
+    let k = KERNEL.lock();
+    k.tasks
+        .values()
+        .any(|t| t.pgid == pgid && !matches!(t.state, State::Zombie(_)))
+}
+
+/// Sends `sig` from the kernel (a terminal: `SI_KERNEL`) to every
+/// process of group `pgid`, the running one last.
+pub fn signal_group(pgid: u32, sig: u32) {
+    const SI_KERNEL: i32 = 0x80;
+    let info = crate::signal::Info::user(SI_KERNEL, 0, 0);
+    let me = current_tgid();
+    let pids = super::wait::pids_of(Some(pgid));
+    for &t in pids.iter().filter(|&&t| t != me) {
+        let _ = super::wait::send_to_group(t, sig, info);
+    }
+    if pids.contains(&me) {
+        crate::signal::send(sig, info);
+    }
 }

@@ -215,7 +215,12 @@ fn find_program(
 /// task slot) are `execve`'s meanings.
 pub fn spawn(s: &Spawn<'_>) -> Result<u32, Errno> {
     // The fds are ours from here: an error closes them with `p`.
-    let files = stdio(s.stdio);
+    let mut files = stdio(s.stdio);
+    let console = if s.terminal {
+        crate::fs::console::attach(&mut files, [0; 4])
+    } else {
+        None
+    };
     let ids = [s.uid, s.uid, s.gid, s.gid];
     let cwd = crate::fs::path::normalize(utf8(s.cwd)?);
     let argv: Vec<Vec<u8>> = s.argv.iter().map(<[u8]>::to_vec).collect();
@@ -223,7 +228,15 @@ pub fn spawn(s: &Spawn<'_>) -> Result<u32, Errno> {
     let mut p = Process::new(AddrSpace::new(), ids, files, cwd, String::new(), Vec::new());
     let r = load(&mut p, argv, env);
     match r {
-        Ok(entry) => insert(p, s.id, &entry),
+        Ok(entry) => {
+            let pid = insert(p, s.id, &entry)?;
+            // The process leads its own session: the terminal is its
+            // controlling terminal.
+            if let Some(pty) = console {
+                crate::fs::console::set_session(&pty, pid);
+            }
+            Ok(pid)
+        }
         Err(e) => {
             super::wait::free_process(p);
             Err(e)

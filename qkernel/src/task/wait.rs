@@ -57,6 +57,10 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         return false;
     };
     t.state = State::Zombie(st);
+    if t.sid == pid {
+        // A session leader's end frees its controlling terminal.
+        crate::fs::tty::session_ended(pid);
+    }
     detach(pid);
     let ppid = t.ppid;
     let exit_signal = t.exit_signal;

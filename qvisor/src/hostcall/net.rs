@@ -112,6 +112,21 @@ impl HostCalls<'_> {
                     i64::from(n as u32)
                 }
             }
+            fdop::WINSIZE => {
+                let mut ws = libc::winsize {
+                    ws_row: 0,
+                    ws_col: 0,
+                    ws_xpixel: 0,
+                    ws_ypixel: 0,
+                };
+                // SAFETY: TIOCGWINSZ writes one winsize.
+                let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+                if rc < 0 {
+                    ret(rc as i64)
+                } else {
+                    i64::from(ws.ws_row) | i64::from(ws.ws_col) << 16
+                }
+            }
             _ => err(libc::ENOSYS),
         })
     }

@@ -100,10 +100,19 @@ pub fn run_waiter() -> i32 {
     wait(ExecClient::from_stream(stream))
 }
 
+/// A terminal for the process: the master goes to the console socket,
+/// the slave (raw: the guest's line discipline does echo and signals) is
+/// its stdio.
+fn terminal(socket: &std::path::Path) -> Result<OwnedFd, String> {
+    use nix::sys::termios::{SetArg, cfmakeraw, tcgetattr, tcsetattr};
+    let slave = crate::container::console(socket).map_err(|e| e.to_string())?;
+    let mut t = tcgetattr(&slave).map_err(|e| format!("terminal: {e}"))?;
+    cfmakeraw(&mut t);
+    tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| format!("terminal: {e}"))?;
+    Ok(slave)
+}
+
 fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, String> {
-    if p.has("tty") || p.value("console-socket").is_some() {
-        return Err("a terminal (--tty) is not supported by qrun exec yet".into());
-    }
     let c = match Container::load(&g.root, id) {
         Ok(c) => c,
         Err(ContainerError::NotFound(_)) => return Err("container does not exist".into()),
@@ -120,8 +129,23 @@ fn exec(g: &Globals, p: &cli::Parsed, id: &str, cmd: &[String]) -> Result<i32, S
     }
     let spec = spec(&c, p, cmd)?;
     let detach = p.has("detach");
+    let terminal = match (spec.terminal, p.value("console-socket")) {
+        (true, Some(sock)) => Some(terminal(std::path::Path::new(sock))?),
+        (true, None) => {
+            return Err(
+                "--tty needs --console-socket (qrun exec makes no terminal of its own)".into(),
+            );
+        }
+        (false, Some(_)) => {
+            return Err("cannot use console socket if runc will not provide a tty".into());
+        }
+        (false, None) => None,
+    };
     let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-    let stdio = [i.as_fd(), o.as_fd(), e.as_fd()];
+    let stdio = match &terminal {
+        Some(slave) => [slave.as_fd(); 3],
+        None => [i.as_fd(), o.as_fd(), e.as_fd()],
+    };
     let socket = c.ctl_path().map_err(|e| e.to_string())?;
     c.wait_for_ctl(&socket.0);
     let arg0 = spec.args.first().cloned().unwrap_or_default();
@@ -287,9 +311,6 @@ fn spec(c: &Container, p: &cli::Parsed, cmd: &[String]) -> Result<ExecSpec, Stri
             process
         }
     };
-    if process["terminal"].as_bool() == Some(true) {
-        return Err("a terminal (process.terminal) is not supported by qrun exec yet".into());
-    }
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
             .map(|a| {
@@ -313,6 +334,7 @@ fn spec(c: &Container, p: &cli::Parsed, cmd: &[String]) -> Result<ExecSpec, Stri
                     .collect()
             })
             .unwrap_or_default(),
+        terminal: p.has("tty") || process["terminal"].as_bool() == Some(true),
     };
     if spec.args.is_empty() {
         return Err("args must not be empty".into());

@@ -221,9 +221,10 @@ fn runtime_hooks(id: &str, plan: &crate::plan::Plan, pid: i32) -> Result<(), Con
     Ok(())
 }
 
-/// A pseudo-terminal for the container: the master goes to the console
-/// socket (as runc sends it), the slave becomes the sandbox's stdio.
-fn console(socket: &Path) -> Result<OwnedFd, ContainerError> {
+/// A pseudo-terminal for the container (or a `qrun exec --tty` process):
+/// the master goes to the console socket (as runc sends it), the slave
+/// becomes the stdio (the VMM relays it to a guest pty, docs/terminal.md).
+pub fn console(socket: &Path) -> Result<OwnedFd, ContainerError> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let pty = nix::pty::openpty(None, None).map_err(ContainerError::sys("openpty"))?;
     let stream = std::os::unix::net::UnixStream::connect(socket).map_err(ContainerError::io(

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub use create::{CreateOptions, create};
+pub use create::{CreateOptions, console, create};
 pub use error::ContainerError;
 pub use lifecycle::Status;
 pub use ops::{delete, kill, pause, resume, start};
