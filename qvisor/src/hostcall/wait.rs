@@ -114,9 +114,7 @@ impl HostCalls<'_> {
     /// sets its bit, so those still end the wait. A quiet alarm or
     /// preemption bit waits for the wake (issue 13).
     fn stale_poke(&self) -> bool {
-        if !self.hib.holds_guest()
-            || self.hib.failed()
-            || self.smp.is_some_and(|s| s.has_failure())
+        if !self.hib.holds_guest() || self.hib.failed() || self.smp.is_some_and(|s| s.has_failure())
         {
             return false;
         }
