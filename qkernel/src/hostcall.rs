@@ -26,8 +26,16 @@ pub fn call(c: Call, args: [u64; 6]) -> i64 {
         // (`task::spawn`).
         if !restart || crate::signal::interrupts() || crate::task::spawn::break_requested() {
             // The caller goes on with the program: a hibernation served
-            // just now must be undone first.
-            crate::mm::swap::ensure_awake();
+            // just now must be undone first. Not after a call that keeps
+            // the sandbox hibernated (a log line, a reclaim): its caller
+            // is kernel code, and whatever runs a task next wakes it
+            // (`sched::switch`, the return to user mode). Waking there made
+            // the first log line after a commit (`--debug`) wake the
+            // sandbox, and the park that followed then waited with no
+            // deadline in a running sandbox: the program hung (issue 13).
+            if !c.keeps_hibernated() {
+                crate::mm::swap::ensure_awake();
+            }
             return ret;
         }
         // Hibernated from this wait: timers do not wake the sandbox, so

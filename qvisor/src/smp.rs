@@ -146,6 +146,14 @@ impl Smp {
         self.stop.load(Ordering::SeqCst)
     }
 
+    /// Whether a secondary stopped with an error (not taken yet).
+    pub fn has_failure(&self) -> bool {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// The error a secondary stopped with, if any (vCPU 0 checks after
     /// every exit).
     pub fn take_failure(&self) -> Option<VmmError> {

@@ -204,6 +204,51 @@ fn checksums_intact_after_100_hibernations_of_four_processes() {
     eprintln!("the ring made {rounds} rounds before the stop");
 }
 
+/// A `MAP_SHARED` anonymous page that only one of its two sharers read
+/// back between two hibernations (hibshared: the parent writes it while
+/// the child stays blocked) is still one page after the second: the child
+/// sees the parent's count and the parent the child's mark. Before the
+/// fix the second hibernation gave the parent's frame a new swap slot
+/// while the child's PTE kept the old one, and the wake gave them two
+/// frames (issue 13).
+#[test]
+fn a_shared_page_read_back_by_one_process_stays_shared() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("hibshared");
+    let tmp = TempDir::new("hibshared");
+    let input = tmp.path().join("stdin");
+    std::fs::write(&input, "touch\ncheck\n").unwrap();
+    let native = common::run_native_in(tmp.path(), Some(&input), &prog, &[], &[]);
+    let expected = stdout(&native);
+    assert!(
+        native.status == 0 && expected.contains("parent: mark seen"),
+        "the native run already fails: {native:?}"
+    );
+    let (mut c, line) =
+        common::controlled::Controlled::start("hibshared", &prog, &[], Stdio::piped());
+    assert_eq!(line, "ready\n");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    c.hibernate();
+    c.ctl("wake");
+    stdin.write_all(b"touch\n").expect("write");
+    assert_eq!(c.read_line(), "touched: count 2\n");
+    c.hibernate();
+    c.ctl("wake");
+    stdin.write_all(b"check\n").expect("write");
+    drop(stdin);
+    let (rest, err, code) = c.finish_with_stderr();
+    let want = expected
+        .strip_prefix("ready\ntouched: count 2\n")
+        .expect("native lines");
+    assert_eq!(rest, want, "stderr: {err}");
+    assert_eq!(code, 0, "stderr: {err}");
+}
+
 /// Pipelines that move more than a host pipe's buffer (64 KiB): the
 /// writer fills the pipe and must let the reader run (it parks on the
 /// full pipe instead of blocking the vCPU), and a reader that runs first

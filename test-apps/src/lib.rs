@@ -70,6 +70,9 @@ pub const ALL: &[&str] = &[
     // Four processes on a ring of pipes and sockets, checksummed after
     // many hibernations (processes.rs).
     "hibcycles",
+    // A MAP_SHARED anonymous page read back by one sharer only between
+    // two hibernations stays shared (processes.rs).
+    "hibshared",
     // fork, copy-on-write, wait4/waitid, kill to a child, vfork.
     "forkwait",
     // The program's GS base across syscalls, faults, signals, fork and

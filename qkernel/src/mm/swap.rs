@@ -375,6 +375,83 @@ fn deflate(st: &mut SwapState, pins: &BTreeSet<u64>, select: Select) -> Result<C
     Ok(n)
 }
 
+/// Before a deflate: every PTE still naming a slot of a `MAP_SHARED`
+/// anonymous page that another process already read back
+/// (`SwapState::resident`) maps that frame now, so every sharer names it
+/// and the walk gives it one new slot. Left as it was, the frame got a new
+/// slot from the processes that had read it back while the others kept
+/// the old slot, and the next wake gave them two frames: the processes
+/// no longer saw each other's writes (issue 13, `hibcycles`).
+fn settle_resident(st: &mut SwapState) {
+    if st.resident.is_empty() {
+        return;
+    }
+    let resident = st.resident.clone();
+    let mut mapped = 0u64;
+    for pgd in address_spaces() {
+        walk_swapped(pgd, &mut |leaf, pte| {
+            let slot = pte.swap_slot();
+            if let Some(&gpa) = resident.get(&slot) {
+                frames::get(gpa);
+                // SAFETY: `leaf` is a live leaf entry found by the walk;
+                // not present -> present needs no TLB flush.
+                unsafe { *leaf = Pte::new(gpa, (pte.0 & KEPT_FLAGS) | PRESENT).0 };
+                // The slot's last PTE drops the map's reference too.
+                st.put_slot(slot);
+                mapped += 1;
+            }
+        });
+    }
+    if !st.resident.is_empty() {
+        log::warn!(
+            "{} shared swap slots still named by no PTE found: {:?}",
+            st.resident.len(),
+            st.resident.keys().collect::<Vec<_>>()
+        );
+    }
+    log::debug!(
+        "hibernation: {mapped} PTEs mapped to {} shared frames read back by another process",
+        resident.len()
+    );
+}
+
+/// Calls `f` for every swapped 4 KiB user leaf of the address space whose
+/// kernel PGD is at `pgd`.
+fn walk_swapped(pgd: u64, f: &mut dyn FnMut(*mut u64, Pte)) {
+    let table = |gpa: u64| gpa_to_kva(gpa) as *mut u64;
+    // Reads below: page-table pages of a live address space, as in
+    // `walk_user`.
+    for i4 in 0..256usize {
+        // SAFETY: see above.
+        let e4 = Pte(unsafe { *table(pgd).add(i4) });
+        if !e4.present() {
+            continue;
+        }
+        for i3 in 0..512usize {
+            // SAFETY: see above.
+            let e3 = Pte(unsafe { *table(e4.addr()).add(i3) });
+            if !e3.present() || e3.0 & HUGE != 0 {
+                continue;
+            }
+            for i2 in 0..512usize {
+                // SAFETY: see above.
+                let e2 = Pte(unsafe { *table(e3.addr()).add(i2) });
+                if !e2.present() || e2.0 & HUGE != 0 {
+                    continue;
+                }
+                for i1 in 0..512usize {
+                    let leaf = table(e2.addr()).wrapping_add(i1);
+                    // SAFETY: see above.
+                    let pte = Pte(unsafe { *leaf });
+                    if pte.swapped() {
+                        f(leaf, pte);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Rolls a failed deflate back: PTEs of the slots it allocated point at
 /// their frames again, and the slots are free.
 fn undo(st: &mut SwapState) {
@@ -412,46 +489,17 @@ fn address_spaces() -> Vec<u64> {
 
 /// [`undo`] for the address space of `pgd`.
 fn undo_space(st: &mut SwapState, pgd: u64) {
-    let table = |gpa: u64| gpa_to_kva(gpa) as *mut u64;
-    // Reads and writes below: page-table pages of the current address
-    // space, as in `walk_user`.
-    for i4 in 0..256usize {
-        // SAFETY: see above.
-        let e4 = Pte(unsafe { *table(pgd).add(i4) });
-        if !e4.present() {
-            continue;
+    walk_swapped(pgd, &mut |leaf, pte| {
+        let slot = pte.swap_slot() as usize;
+        let frame = st.moving.get(slot).copied().unwrap_or(0);
+        if frame != 0 {
+            let gpa = u64::from(frame) << 12;
+            // SAFETY: `leaf` is a live leaf entry found by the walk; not
+            // present -> present.
+            unsafe { *leaf = Pte::new(gpa, (pte.0 & KEPT_FLAGS) | PRESENT).0 };
+            st.put_slot(slot as u64);
         }
-        for i3 in 0..512usize {
-            // SAFETY: see above.
-            let e3 = Pte(unsafe { *table(e4.addr()).add(i3) });
-            if !e3.present() || e3.0 & HUGE != 0 {
-                continue;
-            }
-            for i2 in 0..512usize {
-                // SAFETY: see above.
-                let e2 = Pte(unsafe { *table(e3.addr()).add(i2) });
-                if !e2.present() || e2.0 & HUGE != 0 {
-                    continue;
-                }
-                for i1 in 0..512usize {
-                    let leaf = table(e2.addr()).wrapping_add(i1);
-                    // SAFETY: see above.
-                    let pte = Pte(unsafe { *leaf });
-                    if !pte.swapped() {
-                        continue;
-                    }
-                    let slot = pte.swap_slot() as usize;
-                    let frame = st.moving.get(slot).copied().unwrap_or(0);
-                    if frame != 0 {
-                        let gpa = u64::from(frame) << 12;
-                        // SAFETY: see above; not present -> present.
-                        unsafe { *leaf = Pte::new(gpa, (pte.0 & KEPT_FLAGS) | PRESENT).0 };
-                        st.put_slot(slot as u64);
-                    }
-                }
-            }
-        }
-    }
+    });
 }
 
 /// Sends `items` in batches of at most [`MAX_IOVECS`].
@@ -516,6 +564,7 @@ pub fn hibernate(interrupted: bool) {
     } else {
         Select::WorkingSet
     };
+    settle_resident(&mut st);
     let result = deflate(&mut st, &pins, select).and_then(|n| {
         match hostcall::call(Call::HibernatePrepare, [0; 6]) {
             rc if rc < 0 => Err(rc),
@@ -692,6 +741,16 @@ pub fn swap_in(mm: &mut AddrSpace, vma: &Vma, page: u64) -> Result<(), FaultErro
     let mut st = STATE.lock();
     st.faults += 1;
     for (_, leaf, sp) in batch {
+        // Another vCPU read the same shared slot back meanwhile (the lock
+        // is not held across the host call): its frame, not a second one.
+        if let Some(&gpa) = st.resident.get(&sp.slot).filter(|_| shared) {
+            frames::put(sp.gpa);
+            frames::get(gpa);
+            // SAFETY: as below.
+            unsafe { *leaf = Pte::new(gpa, flags).0 };
+            st.put_slot(sp.slot);
+            continue;
+        }
         // SAFETY: as above; not-present -> present needs no TLB flush.
         unsafe { *leaf = Pte::new(sp.gpa, flags).0 };
         if shared && st.slots.get(sp.slot as usize).is_some_and(|&c| c > 1) {

@@ -103,6 +103,9 @@ struct Inner {
     closed: bool,
     /// The kernel's code pages were dropped ([`Hibernation::before_wait`]).
     text_dropped: bool,
+    /// The status at the commit of the hibernation requested last: its
+    /// answer, even if the sandbox woke again before the requester ran.
+    committed: Option<Status>,
 }
 
 /// The controller of one sandbox.
@@ -271,6 +274,7 @@ impl Hibernation {
                 begun: false,
                 closed: false,
                 text_dropped: false,
+                committed: None,
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
@@ -390,9 +394,17 @@ impl Hibernation {
         self.hold.load(Ordering::Acquire)
     }
 
+    /// Whether the sandbox failed (it must stop, not wait on).
+    pub fn failed(&self) -> bool {
+        self.lock().state == State::Failed
+    }
+
     /// The status for the control socket.
     pub fn status(&self) -> Status {
-        let i = self.lock();
+        Self::status_of(&self.lock())
+    }
+
+    fn status_of(i: &Inner) -> Status {
         Status {
             state: i.state.name().into(),
             swapped_out_bytes: i.stats.swapped_out_bytes,
@@ -412,6 +424,7 @@ impl Hibernation {
         i.transition(Event::Request, why)?;
         i.started = Some(Instant::now());
         i.aborted = None;
+        i.committed = None;
         i.begun = false;
         // No kick at once: a program that waits in a blocking call soon
         // deflates there, so that what it waits on (a connection) wakes it.
@@ -446,15 +459,25 @@ impl Hibernation {
             .changed
             .wait_while(i, |i| i.state == State::Hibernating && !i.closed)
             .unwrap_or_else(|e| e.into_inner());
-        let result = match i.state {
-            State::Hibernated => Ok(()),
-            State::Hibernating => Err(SwapError::Failed("the sandbox stopped".into())),
-            _ => Err(SwapError::Aborted(
-                i.aborted.clone().unwrap_or_else(|| "unknown".into()),
-            )),
+        let result = match (i.state, &i.committed) {
+            (State::Hibernated, _) => Ok(Self::status_of(&i)),
+            (State::Hibernating, _) => Err(SwapError::Failed("the sandbox stopped".into())),
+            // Committed, and woken again (by what its program waits on,
+            // or a wake) before this thread ran: the hibernation was
+            // done, its answer is the status it reached.
+            (_, Some(at_commit)) => {
+                log::info!(
+                    "hibernation committed, the sandbox is {} again",
+                    i.state.name()
+                );
+                Ok(at_commit.clone())
+            }
+            (state, None) => Err(SwapError::Aborted(i.aborted.clone().unwrap_or_else(|| {
+                format!("neither committed nor aborted (state {})", state.name())
+            }))),
         };
         drop(i);
-        result.map(|()| self.status())
+        result
     }
 
     /// The vCPU stopped: wakes every request waiting for the guest, which
@@ -482,13 +505,21 @@ impl Hibernation {
     /// touch its memory (every blocking wait returning: a connection, data,
     /// a timer, a signal). Wakes a hibernated sandbox first: reads the
     /// REAP file back. An error means the sandbox must stop.
-    pub fn on_guest_resume(&self, ram: &GuestRam) -> Result<(), SwapError> {
+    /// `why`: what returned, for the log.
+    pub fn on_guest_resume(
+        &self,
+        ram: &GuestRam,
+        why: impl FnOnce() -> String,
+    ) -> Result<(), SwapError> {
         if !self.hold.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut i = self.lock();
         match i.state {
-            State::Hibernated => self.wake_locked(&mut i, ram, "the guest's wait returned"),
+            State::Hibernated => {
+                let why = format!("the guest's wait returned: {}", why());
+                self.wake_locked(&mut i, ram, &why)
+            }
             State::Failed => Err(SwapError::Failed(i.failure.clone().unwrap_or_default())),
             _ => Ok(()),
         }
@@ -646,6 +677,7 @@ impl Hibernation {
         if i.transition(Event::Commit, &why).is_err() {
             return -(libc::EINVAL as i64);
         }
+        i.committed = Some(Self::status_of(&i));
         self.hold.store(true, Ordering::Release);
         self.changed.notify_all();
         // The kick for a program that would not wait is moot now.

@@ -234,7 +234,9 @@ impl<'a> HostCalls<'a> {
         }
         // A hibernated guest comes back (REAP prefetch) before it runs.
         if !hibernate::keeps_hibernated(call)
-            && let Err(e) = self.hib.on_guest_resume(self.ram)
+            && let Err(e) = self
+                .hib
+                .on_guest_resume(self.ram, || format!("its {call:?} returned {ret}"))
         {
             return Outcome::Fatal(hibernate::report(&e));
         }

@@ -5,7 +5,8 @@
 
 use std::os::fd::AsRawFd;
 
-use qlib::abi::{MAX_POLL_FDS, PollFd, RET_RESTART};
+use qlib::abi::{MAX_POLL_FDS, PollFd, RET_RESTART, control};
+use qlib::layout::CONTROL_GPA;
 
 use super::HostCalls;
 use super::sys::{err, errno, ret};
@@ -111,7 +112,7 @@ impl HostCalls<'_> {
                 return err(e);
             }
             let (user, ctl) = all.split_at(fds.len());
-            if ctl[0].revents != 0 && drain(&self.control.eventfd) {
+            if ctl[0].revents != 0 && drain(&self.control.eventfd) && !self.stale_poke() {
                 return RET_RESTART;
             }
             let ready = user.iter().filter(|p| p.revents != 0).count();
@@ -119,6 +120,29 @@ impl HostCalls<'_> {
                 fds.copy_from_slice(user);
                 return ready as i64;
             }
+        }
+    }
+
+    /// Whether a control-eventfd wake-up found by a wait of a hibernated
+    /// guest is stale: posted before the commit (an alarm that ran out, a
+    /// signal's request already served) with nothing the guest must serve
+    /// now. Returning for it would wake the sandbox (`on_guest_resume`)
+    /// with nothing to do: the wait goes on. A wake clears the hold before
+    /// it pokes, and a posted signal, exec order, reclaim or shrunk file
+    /// sets its bit, so those still end the wait. A quiet alarm or
+    /// preemption bit waits for the wake (issue 13).
+    fn stale_poke(&self) -> bool {
+        if !self.hib.holds_guest() || self.hib.failed() || self.smp.is_some_and(|s| s.has_failure())
+        {
+            return false;
+        }
+        let quiet = control::ALARM | control::PREEMPT;
+        match self.ram.atomic_load_u64(CONTROL_GPA) {
+            Ok(word) if word & !quiet == 0 => {
+                log::debug!("hibernated: stale control wake-up ignored (word {word:#x})");
+                true
+            }
+            _ => false,
         }
     }
 
