@@ -101,6 +101,13 @@ pub struct SandboxConfig {
     /// dropped, except SIGKILL from the host (`qlib::abi::BOOT_INIT`).
     /// `false` for `qrun do`, whose program is an ordinary process.
     pub init: bool,
+    /// The OCI process's capability sets, supplementary groups and
+    /// resource limits for the guest (`qlib::abi::Creds`); `None` for
+    /// `qrun do` (root gets runc's default capabilities).
+    pub creds: Option<qlib::abi::Creds>,
+    /// Start the program with `no_new_privs` (`process.noNewPrivileges`;
+    /// `qlib::abi::BOOT_NO_NEW_PRIVS`).
+    pub no_new_privs: bool,
 }
 
 /// Most vCPUs a sandbox has.
@@ -127,6 +134,8 @@ impl SandboxConfig {
             kvm: None,
             cpus: 1,
             init: false,
+            creds: None,
+            no_new_privs: false,
         }
     }
 }
@@ -177,7 +186,13 @@ impl Sandbox {
             hostname: &config.hostname,
             seccomp: &config.seccomp,
             cpus: config.cpus as u64,
-            flags: if config.init { qlib::abi::BOOT_INIT } else { 0 },
+            flags: if config.init { qlib::abi::BOOT_INIT } else { 0 }
+                | if config.no_new_privs {
+                    qlib::abi::BOOT_NO_NEW_PRIVS
+                } else {
+                    0
+                },
+            creds: config.creds.as_ref().map(qlib::abi::Creds::to_bytes),
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

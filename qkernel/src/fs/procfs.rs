@@ -98,7 +98,7 @@ pub fn text(which: &str) -> String {
         }
         // Go's runtimetest (runtime-tools) and libcap read it first.
         "sys/kernel/cap_last_cap" => {
-            format!("{}\n", crate::syscalls::CAP_LAST_CAP)
+            format!("{}\n", crate::creds::CAP_LAST_CAP)
         }
         "sys/kernel/osrelease" => format!("{OSRELEASE}\n"),
         "sys/kernel/ostype" => "Linux\n".into(),

@@ -198,7 +198,7 @@ pub fn fcntl(p: &mut Process, a: &[u64; 6]) -> SysResult {
         F_DUPFD | F_DUPFD_CLOEXEC => {
             let min = usize::try_from(a[2])
                 .ok()
-                .filter(|m| *m < vfs::MAX_FDS)
+                .filter(|m| *m < crate::syscalls::nofile().min(vfs::MAX_FDS))
                 .ok_or(Errno::EINVAL)?;
             p.files.insert_from(min, f, a[1] == F_DUPFD_CLOEXEC)
         }

@@ -209,7 +209,80 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         readonly_paths: linux
             .and_then(|l| l.readonly_paths().clone())
             .unwrap_or_default(),
+        guest_caps: guest_caps(spec),
+        rlimits: rlimits(spec)?,
+        no_new_privs: process.no_new_privileges().unwrap_or(false),
     })
+}
+
+/// `process.capabilities` as five masks (bounding, effective, permitted,
+/// inheritable, ambient); a capability this host does not know is left
+/// out, as runc leaves it out with a warning.
+fn guest_caps(spec: &Spec) -> Option<[u64; 5]> {
+    use std::str::FromStr;
+    let c = spec.process().as_ref()?.capabilities().as_ref()?;
+    let mask = |set: &Option<oci_spec::runtime::Capabilities>| -> u64 {
+        set.iter()
+            .flatten()
+            .filter_map(|cap| {
+                let name = cap.to_string().to_ascii_uppercase();
+                let name = if name.starts_with("CAP_") {
+                    name
+                } else {
+                    format!("CAP_{name}")
+                };
+                caps::Capability::from_str(&name).ok()
+            })
+            .filter(|cap| cap.index() < 64)
+            .fold(0, |m, cap| m | 1 << cap.index())
+    };
+    Some([
+        mask(c.bounding()),
+        mask(c.effective()),
+        mask(c.permitted()),
+        mask(c.inheritable()),
+        mask(c.ambient()),
+    ])
+}
+
+/// `process.rlimits` as (resource, soft, hard); a soft limit above the
+/// hard one is refused, as Linux's setrlimit refuses it in runc.
+fn rlimits(spec: &Spec) -> Result<Vec<[u64; 3]>, BundleError> {
+    use oci_spec::runtime::PosixRlimitType as T;
+    let list = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.rlimits().clone())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for r in list {
+        let res = match r.typ() {
+            T::RlimitCpu => 0,
+            T::RlimitFsize => 1,
+            T::RlimitData => 2,
+            T::RlimitStack => 3,
+            T::RlimitCore => 4,
+            T::RlimitRss => 5,
+            T::RlimitNproc => 6,
+            T::RlimitNofile => 7,
+            T::RlimitMemlock => 8,
+            T::RlimitAs => 9,
+            T::RlimitLocks => 10,
+            T::RlimitSigpending => 11,
+            T::RlimitMsgqueue => 12,
+            T::RlimitNice => 13,
+            T::RlimitRtprio => 14,
+            T::RlimitRttime => 15,
+        };
+        if r.soft() > r.hard() {
+            return Err(BundleError::Invalid(format!(
+                "error setting rlimit type {}: invalid argument",
+                r.typ()
+            )));
+        }
+        out.push([res, r.soft(), r.hard()]);
+    }
+    Ok(out)
 }
 
 /// Guest RAM from the memory limit: the limit itself, at most what the VMM

@@ -232,6 +232,8 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     // container's) or stays in the host's is an ordinary process there:
     // no init semantics, so SIGTERM without a handler ends it.
     config.init = plan.new_namespace(NsKind::Pid);
+    config.creds = Some(plan.guest_creds());
+    config.no_new_privs = plan.no_new_privs;
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {
