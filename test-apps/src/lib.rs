@@ -36,6 +36,7 @@ pub const ALL: &[&str] = &[
     // capget: the version probe and the caller's sets (linux_surface.rs).
     "caps",
     "creds",
+    "devshm",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.

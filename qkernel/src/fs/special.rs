@@ -70,7 +70,20 @@ pub enum Node {
     Link(u32, &'static str),
     /// `/proc/self` (a link to `/proc/<pid>`).
     SelfLink(u32),
+    /// One of the symlinks runc makes in a container's `/dev`: (name,
+    /// target), [`DEV_LINKS`].
+    DevLink(&'static str, &'static str),
 }
+
+/// The symlinks runc makes in a container's `/dev` (`/dev/core` only
+/// when the host has `/proc/kcore`; the guest has none, so it is left
+/// out).
+const DEV_LINKS: &[(&str, &str)] = &[
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
 
 /// What a kernel link leads to.
 pub enum Target {
@@ -94,6 +107,7 @@ pub fn follow(p: &mut Process, node: &Node) -> Option<Target> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(Target::File),
         Node::Link(pid, which) => procpid::link(p, pid, which).map(Target::Path),
         Node::SelfLink(pid) => Some(Target::Path(alloc::format!("/proc/{pid}"))),
+        Node::DevLink(_, to) => Some(Target::Path(to.into())),
         _ => None,
     }
 }
@@ -104,13 +118,17 @@ pub fn link_text(p: &mut Process, node: &Node) -> Option<String> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(|f| f.path.clone()),
         Node::Link(pid, which) => procpid::link(p, pid, which),
         Node::SelfLink(pid) => Some(pid.to_string()),
+        Node::DevLink(_, to) => Some(to.into()),
         _ => None,
     }
 }
 
 /// Whether `node` is a link.
 pub fn is_link(node: &Node) -> bool {
-    matches!(node, Node::FdLink(..) | Node::Link(..) | Node::SelfLink(_))
+    matches!(
+        node,
+        Node::FdLink(..) | Node::Link(..) | Node::SelfLink(_) | Node::DevLink(..)
+    )
 }
 
 const DT_DIR: u8 = 4;
@@ -136,10 +154,10 @@ pub fn lookup(path: &str) -> Node {
     if let Some(r) = rest("/dev") {
         return match r.trim_start_matches('/') {
             "" => Node::Dir("dev"),
-            "stdin" => Node::FdLink(me, 0),
-            "stdout" => Node::FdLink(me, 1),
-            "stderr" => Node::FdLink(me, 2),
-            "fd" => Node::PidDir(me, "fd"),
+            name if DEV_LINKS.iter().any(|l| l.0 == name) => DEV_LINKS
+                .iter()
+                .find(|l| l.0 == name)
+                .map_or(Node::Missing, |l| Node::DevLink(l.0, l.1)),
             name => match name.strip_prefix("fd/") {
                 Some(n) => n.parse().map_or(Node::Missing, |n| Node::FdLink(me, n)),
                 // Other names under /dev are the rootfs's: the runtime's
@@ -231,10 +249,7 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
     match which {
         "dev" => {
             v.extend(DEVICES.iter().map(|d| (d.0.to_string(), DT_CHR)));
-            v.push(("fd".into(), DT_DIR));
-            for s in ["stdin", "stdout", "stderr"] {
-                v.push((s.into(), DT_LNK));
-            }
+            v.extend(DEV_LINKS.iter().map(|l| (l.0.to_string(), DT_LNK)));
         }
         "proc" => {
             v.push(("self".into(), DT_LNK));
@@ -347,6 +362,10 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         }
         Node::Link(pid, _) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), pid_ino(*pid, 0x40), ids),
         Node::SelfLink(_) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), 0x400, ids),
+        Node::DevLink(name, to) => {
+            let i = DEV_LINKS.iter().position(|l| l.0 == *name).unwrap_or(0) as u64;
+            synthetic_statx(S_IFLNK | 0o777, to.len() as u64, (0, 0), 0x500 + i, ids)
+        }
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })
 }

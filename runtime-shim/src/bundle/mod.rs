@@ -17,6 +17,7 @@ pub use checks::bad_env_entry;
 #[cfg(test)]
 mod fuzz;
 mod mounts;
+pub use mounts::SHM;
 pub mod resolve;
 mod seccomp;
 
