@@ -428,9 +428,13 @@ pub struct BootInfo {
     /// supplementary groups, Linux's default limits). Added in ABI
     /// version 15.
     pub creds: IoVec,
+    /// The config's `linux.sysctl` the guest shows under `/proc/sys`:
+    /// NUL-terminated `sys/a/b=value` strings (the key's dots made
+    /// slashes, under `/proc/`). Added in ABI version 15.
+    pub sysctl: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 352);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 368);
 
 /// Most supplementary groups [`Creds`] carries.
 pub const CREDS_MAX_GROUPS: usize = 64;

@@ -108,6 +108,9 @@ pub struct SandboxConfig {
     /// Start the program with `no_new_privs` (`process.noNewPrivileges`;
     /// `qlib::abi::BOOT_NO_NEW_PRIVS`).
     pub no_new_privs: bool,
+    /// `linux.sysctl` entries the guest shows under `/proc/sys`, as
+    /// `sys/a/b=value` (paths under `/proc/`).
+    pub sysctl: Vec<String>,
 }
 
 /// Most vCPUs a sandbox has.
@@ -136,6 +139,7 @@ impl SandboxConfig {
             init: false,
             creds: None,
             no_new_privs: false,
+            sysctl: Vec::new(),
         }
     }
 }
@@ -193,6 +197,7 @@ impl Sandbox {
                     0
                 },
             creds: config.creds.as_ref().map(qlib::abi::Creds::to_bytes),
+            sysctl: &config.sysctl,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

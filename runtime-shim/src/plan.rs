@@ -59,6 +59,9 @@ pub struct Plan {
     /// `process.noNewPrivileges`.
     #[serde(default)]
     pub no_new_privs: bool,
+    /// `linux.sysctl` for the guest's `/proc/sys`: `sys/a/b=value`.
+    #[serde(default)]
+    pub sysctl: Vec<String>,
 }
 
 /// The host's resources by Linux's number (`RLIMIT_CPU` 0 ..

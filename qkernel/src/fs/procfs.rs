@@ -8,6 +8,7 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 use qlib::bitmap_alloc::CHUNK_SIZE;
@@ -60,21 +61,55 @@ pub const SYS_TREE: &[&str] = &[
 /// The entry of `SYS_TREE` named by `rest` (a path under `/proc/`,
 /// without trailing slash): (its static name, whether a directory).
 pub fn sys_entry(rest: &str) -> Option<(&'static str, bool)> {
-    SYS_TREE.iter().find_map(|e| match e.strip_suffix('/') {
-        Some(d) if d == rest => Some((*e, true)),
-        None if *e == rest => Some((*e, false)),
-        _ => None,
-    })
+    SYS_TREE
+        .iter()
+        .find_map(|e| match e.strip_suffix('/') {
+            Some(d) if d == rest => Some((*e, true)),
+            None if *e == rest => Some((*e, false)),
+            _ => None,
+        })
+        .or_else(|| {
+            config_sysctls().find_map(|(path, _)| {
+                if path == rest {
+                    return Some((path, false));
+                }
+                let dir = path.get(..rest.len() + 1)?;
+                (dir.strip_suffix('/') == Some(rest)).then_some((dir, true))
+            })
+        })
+}
+
+/// The config's `linux.sysctl` entries the guest shows (`BootInfo::
+/// sysctl`): (path under `/proc/`, value), e.g. (`sys/kernel/shmmax`,
+/// `"4096"`). The runtime let through only those of the namespaces a
+/// container has, as runc does; they read as set and cannot be written.
+fn config_sysctls() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let b = crate::boot_slice(crate::boot_info().sysctl);
+    b.split(|&c| c == 0)
+        .filter_map(|e| core::str::from_utf8(e).ok())
+        .filter_map(|e| e.split_once('='))
+        .filter(|(k, _)| k.starts_with("sys/") && !k.ends_with('/'))
 }
 
 /// The children of `SYS_TREE` directory `dir` (e.g. `sys/kernel/`):
 /// (name, is a directory).
-pub fn sys_children(dir: &str) -> impl Iterator<Item = (&'static str, bool)> + '_ {
-    SYS_TREE.iter().filter_map(move |e| {
+pub fn sys_children(dir: &str) -> Vec<(&'static str, bool)> {
+    let child = |e: &'static str| {
         let rest = e.strip_prefix(dir)?;
-        let name = rest.strip_suffix('/').unwrap_or(rest);
-        (!name.is_empty() && !name.contains('/')).then_some((name, rest.ends_with('/')))
-    })
+        let (name, is_dir) = match rest.split_once('/') {
+            Some((name, _)) => (name, true),
+            None => (rest, false),
+        };
+        (!name.is_empty()).then_some((name, is_dir))
+    };
+    let mut v: Vec<(&'static str, bool)> = SYS_TREE
+        .iter()
+        .filter_map(|e| child(e))
+        .chain(config_sysctls().filter_map(|(path, _)| child(path)))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The text of generated file `which` (a `PROC_FILES` name, a
@@ -105,7 +140,10 @@ pub fn text(which: &str) -> String {
         "sys/kernel/pid_max" => "4194304\n".into(),
         "sys/kernel/version" => format!("{VERSION}\n"),
         "sys/vm/overcommit_memory" => "0\n".into(),
-        _ => String::new(),
+        other => config_sysctls()
+            .find(|(path, _)| *path == other)
+            .map(|(_, v)| format!("{v}\n"))
+            .unwrap_or_default(),
     }
 }
 

@@ -261,7 +261,11 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
         "sys" => {}
         dir if dir.starts_with("sys/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
-            v.extend(procfs::sys_children(dir).map(|(n, d)| (n.to_string(), kind(d))));
+            v.extend(
+                procfs::sys_children(dir)
+                    .into_iter()
+                    .map(|(n, d)| (n.to_string(), kind(d))),
+            );
         }
         _ => {}
     }

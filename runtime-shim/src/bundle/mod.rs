@@ -186,7 +186,7 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         gid: user.gid(),
         additional_gids: user.additional_gids().clone().unwrap_or_default(),
         terminal: process.terminal().unwrap_or(false),
-        namespaces,
+        namespaces: namespaces.clone(),
         mounts: mounts::plan(spec, bundle)?,
         resources: cgroup_resources(spec),
         cgroups_path: linux
@@ -213,7 +213,70 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         guest_caps: guest_caps(spec),
         rlimits: rlimits(spec)?,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
+        sysctl: sysctls(spec, &namespaces)?,
     })
+}
+
+/// IPC sysctls runc lets a container with its own IPC namespace set
+/// (besides `fs.mqueue.*`).
+const IPC_SYSCTLS: &[&str] = &[
+    "kernel.msgmax",
+    "kernel.msgmnb",
+    "kernel.msgmni",
+    "kernel.sem",
+    "kernel.shmall",
+    "kernel.shmmax",
+    "kernel.shmmni",
+    "kernel.shm_rmid_forced",
+];
+
+/// `linux.sysctl` checked as runc 1.1 checks it: only sysctls of a
+/// namespace the container has (IPC, network, `kernel.domainname` with
+/// UTS), each one the host kernel knows (runc writes the file and fails
+/// on a missing one). The guest shows them under `/proc/sys`; returned as
+/// `sys/a/b=value` paths under `/proc/`.
+fn sysctls(spec: &Spec, namespaces: &[Namespace]) -> Result<Vec<String>, BundleError> {
+    let Some(map) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) else {
+        return Ok(Vec::new());
+    };
+    let has = |k: NsKind| namespaces.iter().any(|n| n.kind == k);
+    let mut out = Vec::new();
+    for (key, value) in map {
+        let bad = |why: String| Err(BundleError::Invalid(why));
+        if IPC_SYSCTLS.contains(&key.as_str()) || key.starts_with("fs.mqueue.") {
+            if !has(NsKind::Ipc) {
+                return bad(format!(
+                    "sysctl {key:?} is not allowed in the hosts ipc namespace"
+                ));
+            }
+        } else if key.starts_with("net.") {
+            if !has(NsKind::Network) {
+                return bad(format!(
+                    "sysctl {key:?} is not allowed in the hosts network namespace"
+                ));
+            }
+        } else if has(NsKind::Uts) && key == "kernel.hostname" {
+            return bad(format!(
+                "sysctl {key:?} is not allowed as it conflicts with the OCI \"hostname\" field"
+            ));
+        } else if !(has(NsKind::Uts) && key == "kernel.domainname") {
+            return bad(format!(
+                "sysctl {key:?} is not in a separate kernel namespace"
+            ));
+        }
+        let path = format!("sys/{}", key.replace('.', "/"));
+        if key.contains("..") || key.contains('/') || value.contains('\0') || key.contains('\0') {
+            return bad(format!("sysctl {key:?}: bad name or value"));
+        }
+        if !Path::new("/proc").join(&path).exists() {
+            return bad(format!(
+                "write sysctl key {key}: open /proc/{path}: no such file or directory"
+            ));
+        }
+        out.push(format!("{path}={value}"));
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// `process.capabilities` as five masks (bounding, effective, permitted,
