@@ -185,6 +185,9 @@ fn hostile_profiles_are_refused_with_one_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{profile}: {err}");
         assert!(err.contains(needle), "{profile}: {err}");
-        assert!(!root.0.join(&id).exists(), "{profile}: a container was left");
+        assert!(
+            !root.0.join(&id).exists(),
+            "{profile}: a container was left"
+        );
     }
 }
