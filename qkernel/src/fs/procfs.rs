@@ -498,7 +498,7 @@ fn mounts(info: bool) -> String {
     });
     let rw = if ro { "ro" } else { "rw" };
     let root_opts = format!("{rw},relatime");
-    let rows: [(&str, &str, &str, &str, &str, String); 4] = [
+    let mut rows: Vec<(&str, &str, &str, &str, &str, String)> = alloc::vec![
         // Not "rootfs", which tools skip as the initramfs (busybox df).
         (
             "none",
@@ -533,6 +533,23 @@ fn mounts(info: bool) -> String {
             "0:81".into(),
         ),
     ];
+    // An OCI container's /dev/shm is a tmpfs the runtime mounted in the
+    // rootfs view (docs/oci.md, "/dev"); listed after /dev as under runc.
+    let shm = host::statx_path("/dev/shm", false)
+        .is_ok_and(|sx| super::stat::statx_mode(&sx) & super::stat::S_IFMT == super::stat::S_IFDIR);
+    if shm {
+        rows.insert(
+            3,
+            (
+                "shm",
+                "/dev/shm",
+                "tmpfs",
+                "rw,nosuid,nodev,noexec,relatime",
+                "rw,size=65536k",
+                "0:82".into(),
+            ),
+        );
+    }
     let mut s = String::new();
     for (i, (src, dir, ty, opts, sopts, dev)) in rows.iter().enumerate() {
         if info {
@@ -543,7 +560,11 @@ fn mounts(info: bool) -> String {
                 i + 2
             );
         } else {
-            let mo = if i == 2 { "rw,nosuid,mode=755" } else { opts };
+            let mo = if *dir == "/dev" {
+                "rw,nosuid,mode=755"
+            } else {
+                opts
+            };
             let _ = writeln!(s, "{src} {dir} {ty} {mo} 0 0");
         }
     }
