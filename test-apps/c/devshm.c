@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,12 +65,19 @@ int main(void)
 	}
 	pid_t c = fork();
 	if (c == 0) {
+		/* Let the parent block in sem_wait first: the post must wake it
+		 * across the two address spaces. */
+		usleep(200 * 1000);
 		strcpy(p, "written by the child");
 		sem_post(s);
+		/* Stay: the child's exit (SIGCHLD) must not be what wakes the
+		 * parent. */
+		sleep(10);
 		_exit(0);
 	}
 	sem_wait(s);
 	printf("parent reads: %s\n", p);
+	kill(c, SIGKILL);
 	int st;
 	waitpid(c, &st, 0);
 	printf("/dev/shm/qrun-shm: %s\n", access("/dev/shm/qrun-shm", F_OK) == 0 ? "there" : "absent");
