@@ -19,6 +19,8 @@ mod arch;
 #[cfg(target_os = "none")]
 mod control;
 #[cfg(target_os = "none")]
+mod creds;
+#[cfg(target_os = "none")]
 mod errno;
 #[cfg(target_os = "none")]
 mod exec;

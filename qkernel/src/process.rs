@@ -60,6 +60,10 @@ pub struct Process {
     pub ids: [u32; 4],
     /// Process-directed signals pending while the group does not run.
     pub shared_sig: crate::signal::GroupSig,
+    /// Capability sets.
+    pub caps: crate::creds::Caps,
+    /// Supplementary group ids, sorted.
+    pub groups: Vec<u32>,
 }
 
 /// The per-thread state syscalls record (the running thread's is this
@@ -146,6 +150,8 @@ impl Process {
             exe,
             cmdline,
             environ: Vec::new(),
+            caps: crate::creds::initial_caps(&ids),
+            groups: crate::creds::initial_groups(),
             ids,
             shared_sig: crate::signal::GroupSig::new(),
         }

@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 15;
+pub const ABI_VERSION: u64 = 16;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -450,9 +450,102 @@ pub struct BootInfo {
     pub cpus: u64,
     /// [`BOOT_INIT`] and future option bits. Added in ABI version 11.
     pub flags: u64,
+    /// The OCI process's credentials and limits, one [`Creds`]; `len` 0
+    /// for none (`qrun do`: root has runc's default capabilities, no
+    /// supplementary groups, Linux's default limits). Added in ABI
+    /// version 15.
+    pub creds: IoVec,
+    /// The config's `linux.sysctl` the guest shows under `/proc/sys`:
+    /// NUL-terminated `sys/a/b=value` strings (the key's dots made
+    /// slashes, under `/proc/`). Added in ABI version 15.
+    pub sysctl: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 336);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 368);
+
+/// Most supplementary groups [`Creds`] carries.
+pub const CREDS_MAX_GROUPS: usize = 64;
+
+/// Resource limits [`Creds`] carries (`RLIMIT_CPU` 0 .. `RLIMIT_RTTIME` 15).
+pub const CREDS_RLIMITS: usize = 16;
+
+/// An OCI process's credentials and limits, as its config gives them
+/// before the program is executed (the guest applies `execve`'s
+/// capability rules to them, as Linux does after runc's exec).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Creds {
+    /// Capability sets, bit n = capability n: bounding, effective,
+    /// permitted, inheritable, ambient.
+    pub caps: [u64; 5],
+    /// Bit r set: `rlimits[r]` is (soft, hard) from the config; the
+    /// others keep the guest's defaults.
+    pub rlimit_mask: u64,
+    /// `process.rlimits` by resource number.
+    pub rlimits: [[u64; 2]; CREDS_RLIMITS],
+    /// Supplementary groups used (at most [`CREDS_MAX_GROUPS`]).
+    pub ngroups: u64,
+    /// `process.user.additionalGids`.
+    pub groups: [u32; CREDS_MAX_GROUPS],
+}
+
+const _: () = assert!(core::mem::size_of::<Creds>() == 568);
+
+impl Creds {
+    /// No capabilities, limits or groups.
+    pub const EMPTY: Creds = Creds {
+        caps: [0; 5],
+        rlimit_mask: 0,
+        rlimits: [[0; 2]; CREDS_RLIMITS],
+        ngroups: 0,
+        groups: [0; CREDS_MAX_GROUPS],
+    };
+
+    /// The bytes the VMM places in guest memory.
+    pub fn to_bytes(&self) -> [u8; core::mem::size_of::<Creds>()] {
+        let mut out = [0u8; core::mem::size_of::<Creds>()];
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            out[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        for c in self.caps {
+            put(&c.to_le_bytes());
+        }
+        put(&self.rlimit_mask.to_le_bytes());
+        for [s, h] in self.rlimits {
+            put(&s.to_le_bytes());
+            put(&h.to_le_bytes());
+        }
+        put(&self.ngroups.to_le_bytes());
+        for g in self.groups {
+            put(&g.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses [`Creds::to_bytes`]' output; `None` if `b` is not one.
+    pub fn from_bytes(b: &[u8]) -> Option<Creds> {
+        if b.len() != core::mem::size_of::<Creds>() {
+            return None;
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let mut c = Creds::EMPTY;
+        for (i, v) in c.caps.iter_mut().enumerate() {
+            *v = u64_at(8 * i);
+        }
+        c.rlimit_mask = u64_at(40);
+        for (i, r) in c.rlimits.iter_mut().enumerate() {
+            *r = [u64_at(48 + 16 * i), u64_at(56 + 16 * i)];
+        }
+        c.ngroups = u64_at(304).min(CREDS_MAX_GROUPS as u64);
+        for (i, g) in c.groups.iter_mut().enumerate() {
+            let o = 312 + 4 * i;
+            *g = u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        }
+        Some(c)
+    }
+}
 
 /// [`BootInfo::flags`] bit: the program is an OCI container's pid 1 and
 /// gets Linux's init semantics for signals (pid_namespaces(7)): a signal
@@ -464,6 +557,30 @@ pub const BOOT_INIT: u64 = 1;
 /// (OCI `process.terminal`; the VMM put it in raw mode): pid 1 gets a
 /// guest pty relayed to it as its stdio and controlling terminal.
 pub const BOOT_CONSOLE: u64 = 2;
+/// [`BootInfo::flags`] bit: the program starts with `no_new_privs` set
+/// (`process.noNewPrivileges`). Added in ABI version 15.
+pub const BOOT_NO_NEW_PRIVS: u64 = 4;
 
 /// `"QBOOTINF"` as a little-endian u64.
 pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"QBOOTINF");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creds_round_trip() {
+        let mut c = Creds::EMPTY;
+        c.caps = [1, 2, 3, 4, 5];
+        c.rlimit_mask = 1 << 7;
+        c.rlimits[7] = [100, 200];
+        c.ngroups = 2;
+        c.groups[..2].copy_from_slice(&[10, 20]);
+        assert_eq!(Creds::from_bytes(&c.to_bytes()), Some(c));
+        assert_eq!(Creds::from_bytes(&[0; 12]), None);
+        let mut b = c.to_bytes();
+        b[304..312].copy_from_slice(&u64::MAX.to_le_bytes());
+        let d = Creds::from_bytes(&b).expect("right size");
+        assert_eq!(d.ngroups, CREDS_MAX_GROUPS as u64);
+    }
+}

@@ -37,6 +37,10 @@ pub struct Program<'a> {
     pub cpus: u64,
     /// `qlib::abi::BootInfo::flags` (`BOOT_INIT`).
     pub flags: u64,
+    /// `qlib::abi::Creds` as bytes; `None` for none.
+    pub creds: Option<[u8; core::mem::size_of::<qlib::abi::Creds>()]>,
+    /// `sys/a/b=value` strings for the guest's `/proc/sys`.
+    pub sysctl: &'a [String],
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -149,6 +153,8 @@ fn boot_data_size(program: &Program<'_>) -> u64 {
         program.hostname.len() as u64,
         program.exe.len() as u64,
         program.seccomp.len() as u64,
+        program.creds.map_or(0, |c| c.len() as u64),
+        strings(program.sysctl),
     ]
     .iter()
     .map(|n| n.next_multiple_of(PAGE_SIZE))
@@ -235,7 +241,19 @@ pub fn write_boot_info(
     execfn.push(0);
     let (cwd, hostname) = (program.cwd.as_bytes(), program.hostname.as_bytes());
     let exe = program.exe.as_bytes();
-    let parts: [&[u8]; 7] = [&argv, &envp, &execfn, cwd, hostname, exe, program.seccomp];
+    let creds: &[u8] = program.creds.as_ref().map_or(&[], |c| c.as_slice());
+    let sysctl = join(program.sysctl);
+    let parts: [&[u8]; 9] = [
+        &argv,
+        &envp,
+        &execfn,
+        cwd,
+        hostname,
+        exe,
+        program.seccomp,
+        creds,
+        &sysctl,
+    ];
     let total: u64 = parts
         .iter()
         .map(|p| (p.len() as u64).next_multiple_of(PAGE_SIZE))
@@ -264,6 +282,8 @@ pub fn write_boot_info(
     let hostname_v = place(hostname)?;
     let exe_v = place(exe)?;
     let seccomp_v = place(program.seccomp)?;
+    let creds_v = place(creds)?;
+    let sysctl_v = place(&sysctl)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -294,6 +314,8 @@ pub fn write_boot_info(
         seccomp: seccomp_v,
         cpus: program.cpus,
         flags: program.flags,
+        creds: creds_v,
+        sysctl: sysctl_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

@@ -107,6 +107,16 @@ pub struct SandboxConfig {
     /// the program a guest pty relayed to it (`qlib::abi::BOOT_CONSOLE`,
     /// docs/terminal.md).
     pub console: bool,
+    /// The OCI process's capability sets, supplementary groups and
+    /// resource limits for the guest (`qlib::abi::Creds`); `None` for
+    /// `qrun do` (root gets runc's default capabilities).
+    pub creds: Option<qlib::abi::Creds>,
+    /// Start the program with `no_new_privs` (`process.noNewPrivileges`;
+    /// `qlib::abi::BOOT_NO_NEW_PRIVS`).
+    pub no_new_privs: bool,
+    /// `linux.sysctl` entries the guest shows under `/proc/sys`, as
+    /// `sys/a/b=value` (paths under `/proc/`).
+    pub sysctl: Vec<String>,
 }
 
 /// Most vCPUs a sandbox has.
@@ -134,6 +144,9 @@ impl SandboxConfig {
             cpus: 1,
             init: false,
             console: false,
+            creds: None,
+            no_new_privs: false,
+            sysctl: Vec::new(),
         }
     }
 }
@@ -190,6 +203,13 @@ impl Sandbox {
                 } else {
                     0
                 },
+                | if config.no_new_privs {
+                    qlib::abi::BOOT_NO_NEW_PRIVS
+                } else {
+                    0
+                },
+            creds: config.creds.as_ref().map(qlib::abi::Creds::to_bytes),
+            sysctl: &config.sysctl,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

@@ -48,6 +48,75 @@ pub struct Plan {
     /// `linux.readonlyPaths`: made read-only.
     #[serde(default)]
     pub readonly_paths: Vec<String>,
+    /// `process.capabilities` for the guest program: bounding, effective,
+    /// permitted, inheritable, ambient (bit n = capability n); `None`
+    /// when the config has none.
+    #[serde(default)]
+    pub guest_caps: Option<[u64; 5]>,
+    /// `process.rlimits` as (resource number, soft, hard).
+    #[serde(default)]
+    pub rlimits: Vec<[u64; 3]>,
+    /// `process.noNewPrivileges`.
+    #[serde(default)]
+    pub no_new_privs: bool,
+    /// `linux.sysctl` for the guest's `/proc/sys`: `sys/a/b=value`.
+    #[serde(default)]
+    pub sysctl: Vec<String>,
+}
+
+/// The host's resources by Linux's number (`RLIMIT_CPU` 0 ..
+/// `RLIMIT_RTTIME` 15).
+const HOST_RLIMITS: [nix::sys::resource::Resource; 16] = {
+    use nix::sys::resource::Resource as R;
+    [
+        R::RLIMIT_CPU,
+        R::RLIMIT_FSIZE,
+        R::RLIMIT_DATA,
+        R::RLIMIT_STACK,
+        R::RLIMIT_CORE,
+        R::RLIMIT_RSS,
+        R::RLIMIT_NPROC,
+        R::RLIMIT_NOFILE,
+        R::RLIMIT_MEMLOCK,
+        R::RLIMIT_AS,
+        R::RLIMIT_LOCKS,
+        R::RLIMIT_SIGPENDING,
+        R::RLIMIT_MSGQUEUE,
+        R::RLIMIT_NICE,
+        R::RLIMIT_RTPRIO,
+        R::RLIMIT_RTTIME,
+    ]
+};
+
+impl Plan {
+    /// What the guest kernel gets of the process's credentials and
+    /// limits (`qlib::abi::Creds`). Groups beyond the ABI's room are
+    /// left out of the guest's list (the host's has them all).
+    pub fn guest_creds(&self) -> qlib::abi::Creds {
+        use qlib::abi::{CREDS_MAX_GROUPS, Creds};
+        let mut c = Creds::EMPTY;
+        c.caps = self.guest_caps.unwrap_or([0; 5]);
+        // As runc's process, the program inherits the runtime's limits
+        // for what the config does not set.
+        for (i, res) in HOST_RLIMITS.iter().enumerate() {
+            if let Ok((soft, hard)) = nix::sys::resource::getrlimit(*res) {
+                c.rlimits[i] = [soft, hard];
+                c.rlimit_mask |= 1 << i;
+            }
+        }
+        for [res, soft, hard] in &self.rlimits {
+            if let Some(slot) = c.rlimits.get_mut(*res as usize) {
+                *slot = [*soft, *hard];
+                c.rlimit_mask |= 1 << res;
+            }
+        }
+        let mut groups: Vec<u32> = self.additional_gids.clone();
+        groups.sort_unstable();
+        groups.truncate(CREDS_MAX_GROUPS);
+        c.ngroups = groups.len() as u64;
+        c.groups[..groups.len()].copy_from_slice(&groups);
+        c
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

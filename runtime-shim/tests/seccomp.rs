@@ -141,3 +141,53 @@ fn proc_status_shows_the_filter_as_under_runc() {
         assert_eq!(String::from_utf8_lossy(&qrun.stdout), want);
     }
 }
+
+/// Hostile or broken profiles (issue 17's bad input) are refused by
+/// `create` with one line naming the problem, and leave no container:
+/// an errno out of range, an argument index past 5, an action or
+/// operator that does not exist, a filter for other architectures only.
+#[test]
+fn hostile_profiles_are_refused_with_one_line() {
+    if !require_kvm() {
+        return;
+    }
+    let cases = [
+        (
+            json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 70000}),
+            "out of range",
+        ),
+        (
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["read"],
+                "action": "SCMP_ACT_ERRNO", "args": [{"index": 9, "value": 1, "op": "SCMP_CMP_EQ"}]}]}),
+            "argument index",
+        ),
+        (json!({"defaultAction": "SCMP_ACT_EVIL"}), "SCMP_ACT_EVIL"),
+        (
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["read"],
+                "action": "SCMP_ACT_ERRNO", "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_SOMETIMES"}]}]}),
+            "SCMP_CMP_SOMETIMES",
+        ),
+        (
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_AARCH64"]}),
+            "architectures",
+        ),
+    ];
+    for (n, (profile, needle)) in cases.into_iter().enumerate() {
+        let b = TempDir::new("seccomp-hostile");
+        let probe = test_apps::path("seccomp_probe");
+        bundle(&b.0, &[("/probe", &probe)], &["/probe"], |c| {
+            c["linux"]["seccomp"] = profile.clone();
+        });
+        let root = TempDir::new("seccomp-hostile-root");
+        let id = format!("hostile-{n}");
+        let out = qrun_at(&root.0, &["run", "--bundle", &b.0.to_string_lossy(), &id]);
+        assert_ne!(out.status, 0, "{profile}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{profile}: {err}");
+        assert!(err.contains(needle), "{profile}: {err}");
+        assert!(
+            !root.0.join(&id).exists(),
+            "{profile}: a container was left"
+        );
+    }
+}

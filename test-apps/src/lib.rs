@@ -35,6 +35,8 @@ pub const ALL: &[&str] = &[
     "bench_syscall",
     // capget: the version probe and the caller's sets (linux_surface.rs).
     "caps",
+    "creds",
+    "devshm",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.

@@ -101,6 +101,8 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
     };
 
     p.files.close_on_exec();
+    // capabilities(7) for a file without file capabilities or set-id bits.
+    p.caps = p.caps.after_exec(&p.ids, crate::syscalls::no_new_privs());
     for (i, act) in p.signals.actions.iter_mut().enumerate() {
         let handler = if act.handler == 1 { 1 } else { 0 };
         if act.handler > 1 {

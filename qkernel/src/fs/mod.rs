@@ -202,9 +202,9 @@ fn fd_index(fd: u64) -> usize {
     fd as u32 as usize
 }
 
-/// Most fds a process may hold (`RLIMIT_NOFILE` 1024, as Linux's default
-/// soft limit).
-pub const MAX_FDS: usize = 1024;
+/// Most fds a process may hold whatever its `RLIMIT_NOFILE` (Linux's
+/// `fs.nr_open`); the soft limit applies below it.
+pub const MAX_FDS: usize = 1 << 20;
 
 /// The fd table.
 #[derive(Debug, Default, Clone)]
@@ -241,7 +241,8 @@ impl FdTable {
         file: Arc<File>,
         cloexec: bool,
     ) -> Result<usize, Errno> {
-        let free = (min..MAX_FDS).find(|&i| self.slots.get(i).is_none_or(Option::is_none));
+        let limit = crate::syscalls::nofile().min(MAX_FDS);
+        let free = (min..limit).find(|&i| self.slots.get(i).is_none_or(Option::is_none));
         let fd = free.ok_or(Errno::EMFILE)?;
         if self.slots.len() <= fd {
             self.slots.resize(fd + 1, None);
@@ -257,8 +258,9 @@ impl FdTable {
 
     /// Puts `file` at exactly `fd`, closing what was there.
     pub fn insert_at(&mut self, fd: u64, file: Arc<File>, cloexec: bool) -> Result<(), Errno> {
+        let limit = crate::syscalls::nofile().min(MAX_FDS);
         let fd = Some(fd_index(fd))
-            .filter(|&f| f < MAX_FDS)
+            .filter(|&f| f < limit)
             .ok_or(Errno::EBADF)?;
         if self.slots.len() <= fd {
             self.slots.resize(fd + 1, None);

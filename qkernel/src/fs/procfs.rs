@@ -8,6 +8,7 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 use qlib::bitmap_alloc::CHUNK_SIZE;
@@ -70,21 +71,55 @@ pub const SYS_TREE: &[&str] = &[
 /// The entry of `SYS_TREE` named by `rest` (a path under `/proc/`,
 /// without trailing slash): (its static name, whether a directory).
 pub fn sys_entry(rest: &str) -> Option<(&'static str, bool)> {
-    SYS_TREE.iter().find_map(|e| match e.strip_suffix('/') {
-        Some(d) if d == rest => Some((*e, true)),
-        None if *e == rest => Some((*e, false)),
-        _ => None,
-    })
+    SYS_TREE
+        .iter()
+        .find_map(|e| match e.strip_suffix('/') {
+            Some(d) if d == rest => Some((*e, true)),
+            None if *e == rest => Some((*e, false)),
+            _ => None,
+        })
+        .or_else(|| {
+            config_sysctls().find_map(|(path, _)| {
+                if path == rest {
+                    return Some((path, false));
+                }
+                let dir = path.get(..rest.len() + 1)?;
+                (dir.strip_suffix('/') == Some(rest)).then_some((dir, true))
+            })
+        })
+}
+
+/// The config's `linux.sysctl` entries the guest shows (`BootInfo::
+/// sysctl`): (path under `/proc/`, value), e.g. (`sys/kernel/shmmax`,
+/// `"4096"`). The runtime let through only those of the namespaces a
+/// container has, as runc does; they read as set and cannot be written.
+fn config_sysctls() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let b = crate::boot_slice(crate::boot_info().sysctl);
+    b.split(|&c| c == 0)
+        .filter_map(|e| core::str::from_utf8(e).ok())
+        .filter_map(|e| e.split_once('='))
+        .filter(|(k, _)| k.starts_with("sys/") && !k.ends_with('/'))
 }
 
 /// The children of `SYS_TREE` directory `dir` (e.g. `sys/kernel/`):
 /// (name, is a directory).
-pub fn sys_children(dir: &str) -> impl Iterator<Item = (&'static str, bool)> + '_ {
-    SYS_TREE.iter().filter_map(move |e| {
+pub fn sys_children(dir: &str) -> Vec<(&'static str, bool)> {
+    let child = |e: &'static str| {
         let rest = e.strip_prefix(dir)?;
-        let name = rest.strip_suffix('/').unwrap_or(rest);
-        (!name.is_empty() && !name.contains('/')).then_some((name, rest.ends_with('/')))
-    })
+        let (name, is_dir) = match rest.split_once('/') {
+            Some((name, _)) => (name, true),
+            None => (rest, false),
+        };
+        (!name.is_empty()).then_some((name, is_dir))
+    };
+    let mut v: Vec<(&'static str, bool)> = SYS_TREE
+        .iter()
+        .filter_map(|e| child(e))
+        .chain(config_sysctls().filter_map(|(path, _)| child(path)))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The text of generated file `which` (a `PROC_FILES` name, a
@@ -113,7 +148,7 @@ pub fn text(which: &str) -> String {
         }
         // Go's runtimetest (runtime-tools) and libcap read it first.
         "sys/kernel/cap_last_cap" => {
-            format!("{}\n", crate::syscalls::CAP_LAST_CAP)
+            format!("{}\n", crate::creds::CAP_LAST_CAP)
         }
         "sys/kernel/osrelease" => format!("{OSRELEASE}\n"),
         "sys/kernel/ostype" => "Linux\n".into(),
@@ -121,7 +156,10 @@ pub fn text(which: &str) -> String {
         "sys/kernel/version" => format!("{VERSION}\n"),
         "sys/vm/overcommit_memory" => "0\n".into(),
         n if n.starts_with("net/") => net_file(&n[4..]),
-        _ => String::new(),
+        other => config_sysctls()
+            .find(|(path, _)| *path == other)
+            .map(|(_, v)| format!("{v}\n"))
+            .unwrap_or_default(),
     }
 }
 
@@ -506,7 +544,7 @@ fn mounts(info: bool) -> String {
     });
     let rw = if ro { "ro" } else { "rw" };
     let root_opts = format!("{rw},relatime");
-    let rows: [(&str, &str, &str, &str, &str, String); 4] = [
+    let mut rows: Vec<(&str, &str, &str, &str, &str, String)> = alloc::vec![
         // Not "rootfs", which tools skip as the initramfs (busybox df).
         (
             "none",
@@ -541,6 +579,23 @@ fn mounts(info: bool) -> String {
             "0:81".into(),
         ),
     ];
+    // An OCI container's /dev/shm is a tmpfs the runtime mounted in the
+    // rootfs view (docs/oci.md, "/dev"); listed after /dev as under runc.
+    let shm = host::statx_path("/dev/shm", false)
+        .is_ok_and(|sx| super::stat::statx_mode(&sx) & super::stat::S_IFMT == super::stat::S_IFDIR);
+    if shm {
+        rows.insert(
+            3,
+            (
+                "shm",
+                "/dev/shm",
+                "tmpfs",
+                "rw,nosuid,nodev,noexec,relatime",
+                "rw,size=65536k",
+                "0:82".into(),
+            ),
+        );
+    }
     let mut s = String::new();
     for (i, (src, dir, ty, opts, sopts, dev)) in rows.iter().enumerate() {
         if info {
@@ -551,7 +606,11 @@ fn mounts(info: bool) -> String {
                 i + 2
             );
         } else {
-            let mo = if i == 2 { "rw,nosuid,mode=755" } else { opts };
+            let mo = if *dir == "/dev" {
+                "rw,nosuid,mode=755"
+            } else {
+                opts
+            };
             let _ = writeln!(s, "{src} {dir} {ty} {mo} 0 0");
         }
     }

@@ -245,6 +245,8 @@ struct Facts {
     ids: [u32; 4],
     umask: u32,
     fds: usize,
+    caps: crate::creds::Caps,
+    groups: alloc::vec::Vec<u32>,
 }
 
 fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
@@ -260,6 +262,8 @@ fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
                 ids: p.ids,
                 umask: p.umask,
                 fds: p.files.numbers().count(),
+                caps: p.caps,
+                groups: p.groups.clone(),
             }
         }
         None => Facts {
@@ -276,6 +280,14 @@ fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
             ids: [0; 4],
             umask: 0o022,
             fds: 0,
+            caps: crate::creds::Caps {
+                bounding: 0,
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+                ambient: 0,
+            },
+            groups: alloc::vec::Vec::new(),
         },
     }
 }
@@ -320,19 +332,22 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
         _ => "Z (zombie)",
     };
     let [uid, euid, gid, egid] = f.ids;
-    let caps = if crate::syscalls::container_root(&f.ids) {
-        crate::syscalls::DEFAULT_CAPS
-    } else {
-        0
-    };
-    let bnd = crate::syscalls::DEFAULT_CAPS;
+    let c = f.caps;
+    // Linux writes the groups apart by spaces and then one more space.
+    let mut groups: String = f
+        .groups
+        .iter()
+        .map(|g| format!("{g}"))
+        .collect::<alloc::vec::Vec<_>>()
+        .join(" ");
+    groups.push(' ');
     let kb = |pages: u64| pages * 4;
     let mut s = String::new();
     let _ = write!(
         s,
         "Name:\t{}\nUmask:\t{:04o}\nState:\t{state}\nTgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\n\
          PPid:\t{}\nTracerPid:\t0\nUid:\t{uid}\t{euid}\t{euid}\t{euid}\n\
-         Gid:\t{gid}\t{egid}\t{egid}\t{egid}\nFDSize:\t{}\nGroups:\t\n",
+         Gid:\t{gid}\t{egid}\t{egid}\t{egid}\nFDSize:\t{}\nGroups:\t{groups}\n",
         f.comm,
         f.umask,
         t.ppid,
@@ -364,8 +379,8 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
     let _ = write!(
         s,
         "Threads:\t1\nSigQ:\t0/{}\nSigPnd:\t{:016x}\nShdPnd:\t{:016x}\nSigBlk:\t{:016x}\n\
-         SigIgn:\t{:016x}\nSigCgt:\t{:016x}\nCapInh:\t0000000000000000\nCapPrm:\t{caps:016x}\n\
-         CapEff:\t{caps:016x}\nCapBnd:\t{bnd:016x}\nCapAmb:\t0000000000000000\nNoNewPrivs:\t0\n\
+         SigIgn:\t{:016x}\nSigCgt:\t{:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\n\
+         CapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\nNoNewPrivs:\t{nnp}\n\
          Seccomp:\t{seccomp}\nSeccomp_filters:\t{filters}\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n\
          voluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
         task::MAX_TASKS,
@@ -374,6 +389,12 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
         t.sig.blocked,
         f.ignored,
         f.caught,
+        c.inheritable,
+        c.permitted,
+        c.effective,
+        c.bounding,
+        c.ambient,
+        nnp = u8::from(crate::syscalls::no_new_privs()),
         // Mode 2 (filter) and one filter while the container's profile is
         // installed, as Linux shows it under runc.
         seccomp = if crate::seccomp::active() { 2 } else { 0 },

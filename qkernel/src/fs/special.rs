@@ -72,7 +72,20 @@ pub enum Node {
     SelfLink(u32),
     /// A pty slave, `/dev/pts/N` (`fs::tty`).
     Pts(u32),
+    /// One of the symlinks runc makes in a container's `/dev`: (name,
+    /// target), [`DEV_LINKS`].
+    DevLink(&'static str, &'static str),
 }
+
+/// The symlinks runc makes in a container's `/dev` (`/dev/core` only
+/// when the host has `/proc/kcore`; the guest has none, so it is left
+/// out).
+const DEV_LINKS: &[(&str, &str)] = &[
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
 
 /// What a kernel link leads to.
 pub enum Target {
@@ -96,6 +109,7 @@ pub fn follow(p: &mut Process, node: &Node) -> Option<Target> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(Target::File),
         Node::Link(pid, which) => procpid::link(p, pid, which).map(Target::Path),
         Node::SelfLink(pid) => Some(Target::Path(alloc::format!("/proc/{pid}"))),
+        Node::DevLink(_, to) => Some(Target::Path(to.into())),
         _ => None,
     }
 }
@@ -106,13 +120,17 @@ pub fn link_text(p: &mut Process, node: &Node) -> Option<String> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(|f| f.path.clone()),
         Node::Link(pid, which) => procpid::link(p, pid, which),
         Node::SelfLink(pid) => Some(pid.to_string()),
+        Node::DevLink(_, to) => Some(to.into()),
         _ => None,
     }
 }
 
 /// Whether `node` is a link.
 pub fn is_link(node: &Node) -> bool {
-    matches!(node, Node::FdLink(..) | Node::Link(..) | Node::SelfLink(_))
+    matches!(
+        node,
+        Node::FdLink(..) | Node::Link(..) | Node::SelfLink(_) | Node::DevLink(..)
+    )
 }
 
 const DT_DIR: u8 = 4;
@@ -138,10 +156,10 @@ pub fn lookup(path: &str) -> Node {
     if let Some(r) = rest("/dev") {
         return match r.trim_start_matches('/') {
             "" => Node::Dir("dev"),
-            "stdin" => Node::FdLink(me, 0),
-            "stdout" => Node::FdLink(me, 1),
-            "stderr" => Node::FdLink(me, 2),
-            "fd" => Node::PidDir(me, "fd"),
+            name if DEV_LINKS.iter().any(|l| l.0 == name) => DEV_LINKS
+                .iter()
+                .find(|l| l.0 == name)
+                .map_or(Node::Missing, |l| Node::DevLink(l.0, l.1)),
             "ptmx" => Node::Device("ptmx", 5, 2),
             "tty" => Node::Device("tty", 5, 0),
             "pts" => Node::Dir("dev/pts"),
@@ -242,13 +260,10 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
     match which {
         "dev" => {
             v.extend(DEVICES.iter().map(|d| (d.0.to_string(), DT_CHR)));
-            v.push(("fd".into(), DT_DIR));
+            v.extend(DEV_LINKS.iter().map(|l| (l.0.to_string(), DT_LNK)));
             v.push(("ptmx".into(), DT_CHR));
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
-            for s in ["stdin", "stdout", "stderr"] {
-                v.push((s.into(), DT_LNK));
-            }
         }
         "proc" => {
             v.push(("self".into(), DT_LNK));
@@ -266,7 +281,11 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
         "sys" => {}
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
-            v.extend(procfs::sys_children(dir).map(|(n, d)| (n.to_string(), kind(d))));
+            v.extend(
+                procfs::sys_children(dir)
+                    .into_iter()
+                    .map(|(n, d)| (n.to_string(), kind(d))),
+            );
         }
         _ => {}
     }
@@ -371,6 +390,10 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         Node::Link(pid, _) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), pid_ino(*pid, 0x40), ids),
         Node::SelfLink(_) => synthetic_statx(S_IFLNK | 0o777, 0, (0, 0), 0x400, ids),
         Node::Pts(n) => synthetic_statx(S_IFCHR | 0o600, 0, (136, *n), pts_ino(*n), ids),
+        Node::DevLink(name, to) => {
+            let i = DEV_LINKS.iter().position(|l| l.0 == *name).unwrap_or(0) as u64;
+            synthetic_statx(S_IFLNK | 0o777, to.len() as u64, (0, 0), 0x500 + i, ids)
+        }
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })
 }

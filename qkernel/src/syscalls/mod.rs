@@ -31,8 +31,8 @@ mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-pub use attrs::{CAP_LAST_CAP, DEFAULT_CAPS, container_root};
-pub use sys_proc::rlimit;
+pub use attrs::no_new_privs;
+pub use sys_proc::{nofile, rlimit};
 
 use qlib::syscall_names;
 
@@ -248,6 +248,7 @@ pub static ENTRIES: &[Entry] = &[
     e(94, sys_path::lchown, Full, ""),
     e(95, sys_path::umask, Full, ""),
     e(96, sys_time::gettimeofday, Full, ""),
+    e(97, sys_proc::getrlimit, Partial, "as prlimit64"),
     e(
         98,
         sys_info::getrusage,
@@ -318,6 +319,12 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "the caller's own process only",
     ),
+    e(
+        126,
+        sys_caps::capset,
+        Partial,
+        "the caller's own process only",
+    ),
     e(127, sys_signal::rt_sigpending, Full, ""),
     e(128, sys_kill::rt_sigtimedwait, Full, ""),
     e(130, sys_kill::rt_sigsuspend, Full, ""),
@@ -357,6 +364,7 @@ pub static ENTRIES: &[Entry] = &[
         "common options; others EINVAL",
     ),
     e(158, sys_proc::arch_prctl, Partial, "FS and GS base"),
+    e(160, sys_proc::setrlimit, Partial, "as prlimit64"),
     e(
         161,
         sys_surface::chroot,
@@ -472,7 +480,7 @@ pub static ENTRIES: &[Entry] = &[
         302,
         sys_proc::prlimit64,
         Partial,
-        "own process; limits are recorded, not enforced",
+        "one set for the sandbox; RLIMIT_NOFILE enforced, others reported",
     ),
     e(306, sys_sync::syncfs, Full, ""),
     e(309, sys_info::getcpu, Full, "the running vCPU, node 0"),

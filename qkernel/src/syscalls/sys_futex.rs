@@ -4,6 +4,7 @@
 
 use crate::errno::{Errno, SysResult};
 use crate::mm::uaccess;
+use crate::mm::vma::VmaKind;
 use crate::process::Process;
 use crate::task::futex::{self, Key};
 use crate::task::{self, Action};
@@ -25,15 +26,31 @@ const FUTEX_PRIVATE_FLAG: u64 = 128;
 const FUTEX_CLOCK_REALTIME: u64 = 256;
 const FUTEX_CMD_MASK: u64 = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 
+/// The first half of a key for a word of a shared file mapping: above
+/// every address space id (a PGD's physical address).
+const SHARED_FILE_SPACE: u64 = 1 << 63;
+
 /// The wait queue key of `uaddr`: shared and private futexes on one
 /// word are apart, as on Linux (bit 0, free in an aligned address, marks
-/// a shared one).
+/// a shared one). A shared futex in a `MAP_SHARED` file mapping (POSIX
+/// semaphores and shm in /dev/shm) is keyed by the file's object and
+/// offset, so processes that map it at different addresses, or are not
+/// related at all, meet on it (Linux's inode-based key).
 fn key(p: &Process, uaddr: u64, op: u64) -> Result<Key, Errno> {
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
-    let shared = u64::from(op & FUTEX_PRIVATE_FLAG == 0);
-    Ok((p.mm.pt.kernel_cr3(), uaddr | shared))
+    let shared = op & FUTEX_PRIVATE_FLAG == 0;
+    if shared
+        && let Some(v) = p.mm.vmas.find(uaddr)
+        && let VmaKind::SharedFile { id, delta } = v.kind
+    {
+        return Ok((
+            SHARED_FILE_SPACE | u64::from(id),
+            uaddr.wrapping_add(delta) | 1,
+        ));
+    }
+    Ok((p.mm.pt.kernel_cr3(), uaddr | u64::from(shared)))
 }
 
 /// `futex(uaddr, op, val, timeout | val2, uaddr2, val3)`.

@@ -1,13 +1,14 @@
 //! Identity and priority syscalls: supplementary groups, the saved ids,
-//! nice values, I/O priorities and scheduling policies. One process (pid
-//! 1, also its own process group and session); privileges are those of a
-//! container's root (`attrs::container_root`), which lacks `CAP_SYS_NICE`:
+//! nice values, I/O priorities and scheduling policies. Privileges are the
+//! process's effective capabilities (`Process::caps`): `CAP_SETUID`,
+//! `CAP_SETGID`; without `CAP_SYS_NICE` (runc's default set lacks it)
 //! raising a priority or choosing a real-time policy is refused as Linux
 //! refuses it then.
 
 use alloc::vec::Vec;
 
-use super::attrs::{ATTRS, container_root};
+use super::attrs::ATTRS;
+use crate::creds::{CAP_SETGID, CAP_SETUID};
 use crate::errno::{Errno, SysResult};
 use crate::mm::uaccess;
 use crate::process::Process;
@@ -20,17 +21,13 @@ fn is_self(who: u64) -> bool {
     matches!(who as u32, 0 | 1)
 }
 
-fn groups() -> Vec<u32> {
-    ATTRS.lock().groups.clone()
-}
-
 /// `getgroups(size, list)`.
 pub fn getgroups(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let size = a[0] as i32;
     if size < 0 {
         return Err(Errno::EINVAL);
     }
-    let g = groups();
+    let g = p.groups.clone();
     if size == 0 {
         return Ok(g.len());
     }
@@ -42,13 +39,13 @@ pub fn getgroups(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(g.len())
 }
 
-/// `setgroups(size, list)`: needs `CAP_SETGID` (root here).
+/// `setgroups(size, list)`: needs `CAP_SETGID`.
 pub fn setgroups(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let size = a[0] as i32;
     if size < 0 || size as u64 > NGROUPS_MAX {
         return Err(Errno::EINVAL);
     }
-    if !container_root(&p.ids) {
+    if !p.caps.has(CAP_SETGID) {
         return Err(Errno::EPERM);
     }
     let mut bytes = alloc::vec![0u8; size as usize * 4];
@@ -59,7 +56,7 @@ pub fn setgroups(p: &mut Process, a: &[u64; 6]) -> SysResult {
         .collect();
     // Linux keeps them sorted (groups_sort), which getgroups shows.
     g.sort_unstable();
-    ATTRS.lock().groups = g;
+    p.groups = g;
     Ok(0)
 }
 
@@ -85,10 +82,11 @@ pub fn getresgid(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// Sets the real and effective ids at `at` (0: uids, 2: gids) from
 /// `real` and `eff` (-1: unchanged); the saved id is not kept apart from
 /// the effective one (as `getresuid` reports it), so `saved` must be -1 or
-/// a value `eff` could take. Root (`CAP_SETUID`/`CAP_SETGID`) may set any
-/// value; others only their current real or effective id.
+/// a value `eff` could take. With `CAP_SETUID` (uids) or `CAP_SETGID`
+/// (gids) any value; otherwise only the current real or effective id.
 fn set_ids(p: &mut Process, at: usize, real: u64, eff: u64, saved: u64) -> SysResult {
-    let privileged = container_root(&p.ids);
+    let privileged = p.caps.has(if at == 0 { CAP_SETUID } else { CAP_SETGID });
+    let old = p.ids;
     let cur = [p.ids[at], p.ids[at + 1]];
     let arg = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
     for v in [arg(real), arg(eff), arg(saved)].into_iter().flatten() {
@@ -102,7 +100,14 @@ fn set_ids(p: &mut Process, at: usize, real: u64, eff: u64, saved: u64) -> SysRe
     if let Some(v) = arg(eff) {
         p.ids[at + 1] = v;
     }
+    uids_changed(p, &old);
     Ok(0)
+}
+
+/// Applies capabilities(7)'s rules for uid changes to `p`'s sets.
+fn uids_changed(p: &mut Process, old: &[u32; 4]) {
+    let keepcaps = ATTRS.lock().keepcaps;
+    p.caps = p.caps.after_setuid(old, &p.ids, keepcaps);
 }
 
 /// `setresuid(ruid, euid, suid)` (glibc's `posix_spawn` calls it with the
@@ -133,7 +138,8 @@ fn set_one(p: &mut Process, at: usize, v: u64) -> SysResult {
     if v == u32::MAX {
         return Err(Errno::EINVAL);
     }
-    if container_root(&p.ids) {
+    let old = p.ids;
+    if p.caps.has(if at == 0 { CAP_SETUID } else { CAP_SETGID }) {
         p.ids[at] = v;
         p.ids[at + 1] = v;
     } else if p.ids[at] == v || p.ids[at + 1] == v {
@@ -141,6 +147,7 @@ fn set_one(p: &mut Process, at: usize, v: u64) -> SysResult {
     } else {
         return Err(Errno::EPERM);
     }
+    uids_changed(p, &old);
     Ok(0)
 }
 

@@ -3,7 +3,8 @@
 //! timer slack. Other options get `EINVAL`, as Linux answers an option
 //! it does not know.
 
-use super::attrs::{ATTRS, CAP_LAST_CAP, DEFAULT_CAPS};
+use super::attrs::ATTRS;
+use crate::creds::{CAP_LAST_CAP, CAP_SETPCAP};
 use crate::errno::{Errno, SysResult};
 use crate::mm::uaccess;
 use crate::process::Process;
@@ -18,6 +19,9 @@ const PR_SET_NAME: u64 = 15;
 const PR_GET_NAME: u64 = 16;
 const PR_GET_SECCOMP: u64 = 21;
 const PR_CAPBSET_READ: u64 = 23;
+const PR_CAPBSET_DROP: u64 = 24;
+const PR_GET_SECUREBITS: u64 = 27;
+const PR_CAP_AMBIENT: u64 = 47;
 const PR_GET_TIMERSLACK: u64 = 30;
 const PR_SET_TIMERSLACK: u64 = 29;
 const PR_SET_CHILD_SUBREAPER: u64 = 36;
@@ -80,8 +84,19 @@ pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             if a[1] > CAP_LAST_CAP {
                 return Err(Errno::EINVAL);
             }
-            return Ok((DEFAULT_CAPS >> a[1] & 1) as usize);
+            return Ok((p.caps.bounding >> a[1] & 1) as usize);
         }
+        PR_CAPBSET_DROP => {
+            if a[1] > CAP_LAST_CAP {
+                return Err(Errno::EINVAL);
+            }
+            if !p.caps.has(CAP_SETPCAP) {
+                return Err(Errno::EPERM);
+            }
+            p.caps.bounding &= !(1 << a[1]);
+        }
+        PR_GET_SECUREBITS => return Ok(0),
+        PR_CAP_AMBIENT => return ambient(p, a),
         PR_SET_TIMERSLACK => {
             ATTRS.lock().timerslack = if a[1] == 0 { 50_000 } else { a[1] };
         }
@@ -101,9 +116,48 @@ pub fn prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             if !unused(1) {
                 return Err(Errno::EINVAL);
             }
-            return Ok(usize::from(ATTRS.lock().no_new_privs));
+            return Ok(usize::from(super::attrs::no_new_privs()));
         }
         _ => return Err(Errno::EINVAL),
     }
     Ok(0)
+}
+
+const PR_CAP_AMBIENT_IS_SET: u64 = 1;
+const PR_CAP_AMBIENT_RAISE: u64 = 2;
+const PR_CAP_AMBIENT_LOWER: u64 = 3;
+const PR_CAP_AMBIENT_CLEAR_ALL: u64 = 4;
+
+/// `prctl(PR_CAP_AMBIENT, op, cap, 0, 0)`: a capability can be raised
+/// only while it is both permitted and inheritable.
+fn ambient(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[3] != 0 || a[4] != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if a[1] == PR_CAP_AMBIENT_CLEAR_ALL {
+        if a[2] != 0 {
+            return Err(Errno::EINVAL);
+        }
+        p.caps.ambient = 0;
+        return Ok(0);
+    }
+    if a[2] > CAP_LAST_CAP {
+        return Err(Errno::EINVAL);
+    }
+    let bit = 1u64 << a[2];
+    match a[1] {
+        PR_CAP_AMBIENT_IS_SET => Ok(usize::from(p.caps.ambient & bit != 0)),
+        PR_CAP_AMBIENT_RAISE => {
+            if p.caps.permitted & p.caps.inheritable & bit == 0 {
+                return Err(Errno::EPERM);
+            }
+            p.caps.ambient |= bit;
+            Ok(0)
+        }
+        PR_CAP_AMBIENT_LOWER => {
+            p.caps.ambient &= !bit;
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL),
+    }
 }

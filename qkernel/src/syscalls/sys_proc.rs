@@ -87,36 +87,97 @@ pub fn uname(p: &mut Process, a: &[u64; 6]) -> SysResult {
 }
 
 const RLIM_INFINITY: u64 = u64::MAX;
+const RLIMIT_NOFILE: usize = 7;
+/// Linux's `fs.nr_open`: the highest `RLIMIT_NOFILE` may go.
+const NR_OPEN: u64 = 1 << 20;
+
+/// The sandbox's resource limits (shared by its processes: a
+/// simplification, Linux keeps them per process and copies them at
+/// fork), `None` until first used.
+static RLIMITS: spin::Mutex<Option<[(u64, u64); 16]>> = spin::Mutex::new(None);
+
+/// Linux's defaults, then the config's `process.rlimits`.
+fn initial_rlimits() -> [(u64, u64); 16] {
+    let mut r = [(RLIM_INFINITY, RLIM_INFINITY); 16];
+    r[3] = (8 << 20, RLIM_INFINITY); // RLIMIT_STACK
+    r[RLIMIT_NOFILE] = (1024, 4096);
+    r[4] = (0, RLIM_INFINITY); // RLIMIT_CORE
+    if let Some(c) = crate::creds::boot_creds() {
+        for (i, slot) in r.iter_mut().enumerate() {
+            if c.rlimit_mask >> i & 1 == 1 {
+                *slot = (c.rlimits[i][0], c.rlimits[i][1]);
+            }
+        }
+    }
+    r
+}
+
+fn with_rlimits<R>(f: impl FnOnce(&mut [(u64, u64); 16]) -> R) -> R {
+    let mut g = RLIMITS.lock();
+    f(g.get_or_insert_with(initial_rlimits))
+}
 
 /// Resource limit `res` as (soft, hard), or `None` for an unknown one.
 pub fn rlimit(res: u64) -> Option<(u64, u64)> {
-    Some(match res {
-        3 => (8 << 20, RLIM_INFINITY), // RLIMIT_STACK
-        7 => (1024, 4096),             // RLIMIT_NOFILE
-        4 => (0, RLIM_INFINITY),       // RLIMIT_CORE
-        0..=15 => (RLIM_INFINITY, RLIM_INFINITY),
-        _ => return None,
+    let i = usize::try_from(res).ok().filter(|i| *i < 16)?;
+    Some(with_rlimits(|r| r[i]))
+}
+
+/// How many fds a process may hold: `RLIMIT_NOFILE`'s soft limit.
+pub fn nofile() -> usize {
+    with_rlimits(|r| r[RLIMIT_NOFILE].0).min(NR_OPEN) as usize
+}
+
+/// Sets limit `res` to `new` under Linux's rules: soft at most hard,
+/// raising the hard limit needs `CAP_SYS_RESOURCE`, `RLIMIT_NOFILE` at
+/// most `fs.nr_open`.
+fn set_rlimit(p: &Process, res: usize, new: (u64, u64)) -> Result<(), Errno> {
+    if new.0 > new.1 {
+        return Err(Errno::EINVAL);
+    }
+    with_rlimits(|r| {
+        if new.1 > r[res].1 && !p.caps.has(crate::creds::CAP_SYS_RESOURCE) {
+            return Err(Errno::EPERM);
+        }
+        if res == RLIMIT_NOFILE && new.1 > NR_OPEN {
+            return Err(Errno::EPERM);
+        }
+        r[res] = new;
+        Ok(())
     })
 }
 
 /// `prlimit64(pid, resource, new, old)`.
 pub fn prlimit64(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    if a[0] != 0 && a[0] != 1 {
+    if a[0] != 0 && a[0] != 1 && a[0] as u32 != crate::task::current_tgid() {
         return Err(Errno::ESRCH);
     }
     let limit = rlimit(a[1]).ok_or(Errno::EINVAL)?;
+    let new = if a[2] != 0 {
+        let soft: u64 = uaccess::read(&mut p.mm, a[2])?;
+        let hard: u64 = uaccess::read(&mut p.mm, a[2] + 8)?;
+        Some((soft, hard))
+    } else {
+        None
+    };
+    if let Some(new) = new {
+        set_rlimit(p, a[1] as usize, new)?;
+    }
     if a[3] != 0 {
         uaccess::write(&mut p.mm, a[3], &limit.0)?;
         uaccess::write(&mut p.mm, a[3] + 8, &limit.1)?;
     }
-    if a[2] != 0 {
-        let soft: u64 = uaccess::read(&mut p.mm, a[2])?;
-        let hard: u64 = uaccess::read(&mut p.mm, a[2] + 8)?;
-        if soft > hard {
-            return Err(Errno::EINVAL);
-        }
-    }
     Ok(0)
+}
+
+/// `getrlimit(resource, rlim)`.
+pub fn getrlimit(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    prlimit64(p, &[0, a[0], 0, a[1], 0, 0])
+}
+
+/// `setrlimit(resource, rlim)`.
+pub fn setrlimit(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    prlimit64(p, &[0, a[0], a[1], 0, 0, 0])
 }
 
 /// `sched_yield()`.

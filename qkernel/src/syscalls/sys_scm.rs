@@ -97,10 +97,9 @@ pub fn rights_to_send(p: &mut Process, msg_va: u64) -> Result<Option<Vec<Arc<Fil
                     let o = CMSG_HDR + 4 * i;
                     u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
                 };
-                let root = super::attrs::container_root(&p.ids);
-                if w(0) != crate::task::current_pid()
-                    || !root && (w(1) != p.ids[0] || w(2) != p.ids[2])
-                {
+                let uid_ok = p.caps.has(crate::creds::CAP_SETUID) || w(1) == p.ids[0];
+                let gid_ok = p.caps.has(crate::creds::CAP_SETGID) || w(2) == p.ids[2];
+                if w(0) != crate::task::current_pid() || !uid_ok || !gid_ok {
                     return Err(Errno::EPERM);
                 }
             }

@@ -163,7 +163,7 @@ pub fn chroot(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if crate::fs::stat::statx_mode(&sx) & S_IFMT != S_IFDIR {
         return Err(Errno::ENOTDIR);
     }
-    if !super::attrs::container_root(&p.ids) {
+    if !p.caps.has(crate::creds::CAP_SYS_CHROOT) {
         return Err(Errno::EPERM);
     }
     let root = super::sys_stat::statx_abs(p, "/", false)?;

@@ -201,6 +201,8 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         comm: p.comm,
         ids: p.ids,
         shared_sig: crate::signal::GroupSig::new(),
+        caps: p.caps,
+        groups: p.groups.clone(),
     };
     // The child's thread: the parent's alternate stack and name (as
     // Linux's fork), no robust list.

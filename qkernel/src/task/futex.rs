@@ -4,9 +4,11 @@
 //! space is named by its kernel PGD, which every thread of a group shares
 //! and no two live address spaces share. Swapping a page out or copying it
 //! on write never changes a key. Shared futexes set bit 0 of the address
-//! (keys apart from private ones, as on Linux) but are still per address
-//! space: anonymous `MAP_SHARED` memory is copied across `fork` here, so no
-//! futex word is ever shared between two address spaces.
+//! (keys apart from private ones, as on Linux) and are per address space,
+//! except in a `MAP_SHARED` file mapping, where the key is the file's
+//! object and offset (`syscalls::sys_futex::key`): POSIX semaphores in
+//! /dev/shm work between processes. (`MAP_SHARED | MAP_ANONYMOUS` words
+//! are still per address space.)
 //!
 //! A waiter is queued by the syscall handler (under the process lock,
 //! after it checked the futex word), then sleeps in [`sleep`] once the

@@ -226,6 +226,9 @@ pub fn spawn(s: &Spawn<'_>) -> Result<u32, Errno> {
     let argv: Vec<Vec<u8>> = s.argv.iter().map(<[u8]>::to_vec).collect();
     let env: Vec<Vec<u8>> = s.env.iter().map(<[u8]>::to_vec).collect();
     let mut p = Process::new(AddrSpace::new(), ids, files, cwd, String::new(), Vec::new());
+    // The exec's own `additionalGids` (runc's exec takes its process's).
+    p.groups = s.groups.iter().collect();
+    p.groups.sort_unstable();
     let r = load(&mut p, argv, env);
     match r {
         Ok(entry) => {

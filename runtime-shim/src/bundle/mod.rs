@@ -17,6 +17,7 @@ pub use checks::bad_env_entry;
 #[cfg(test)]
 mod fuzz;
 mod mounts;
+pub use mounts::SHM;
 pub mod resolve;
 mod seccomp;
 
@@ -185,7 +186,7 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         gid: user.gid(),
         additional_gids: user.additional_gids().clone().unwrap_or_default(),
         terminal: process.terminal().unwrap_or(false),
-        namespaces,
+        namespaces: namespaces.clone(),
         mounts: mounts::plan(spec, bundle)?,
         resources: cgroup_resources(spec),
         cgroups_path: linux
@@ -209,7 +210,143 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         readonly_paths: linux
             .and_then(|l| l.readonly_paths().clone())
             .unwrap_or_default(),
+        guest_caps: guest_caps(spec),
+        rlimits: rlimits(spec)?,
+        no_new_privs: process.no_new_privileges().unwrap_or(false),
+        sysctl: sysctls(spec, &namespaces)?,
     })
+}
+
+/// IPC sysctls runc lets a container with its own IPC namespace set
+/// (besides `fs.mqueue.*`).
+const IPC_SYSCTLS: &[&str] = &[
+    "kernel.msgmax",
+    "kernel.msgmnb",
+    "kernel.msgmni",
+    "kernel.sem",
+    "kernel.shmall",
+    "kernel.shmmax",
+    "kernel.shmmni",
+    "kernel.shm_rmid_forced",
+];
+
+/// `linux.sysctl` checked as runc 1.1 checks it: only sysctls of a
+/// namespace the container has (IPC, network, `kernel.domainname` with
+/// UTS), each one the host kernel knows (runc writes the file and fails
+/// on a missing one). The guest shows them under `/proc/sys`; returned as
+/// `sys/a/b=value` paths under `/proc/`.
+fn sysctls(spec: &Spec, namespaces: &[Namespace]) -> Result<Vec<String>, BundleError> {
+    let Some(map) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) else {
+        return Ok(Vec::new());
+    };
+    let has = |k: NsKind| namespaces.iter().any(|n| n.kind == k);
+    let mut out = Vec::new();
+    for (key, value) in map {
+        let bad = |why: String| Err(BundleError::Invalid(why));
+        if IPC_SYSCTLS.contains(&key.as_str()) || key.starts_with("fs.mqueue.") {
+            if !has(NsKind::Ipc) {
+                return bad(format!(
+                    "sysctl {key:?} is not allowed in the hosts ipc namespace"
+                ));
+            }
+        } else if key.starts_with("net.") {
+            if !has(NsKind::Network) {
+                return bad(format!(
+                    "sysctl {key:?} is not allowed in the hosts network namespace"
+                ));
+            }
+        } else if has(NsKind::Uts) && key == "kernel.hostname" {
+            return bad(format!(
+                "sysctl {key:?} is not allowed as it conflicts with the OCI \"hostname\" field"
+            ));
+        } else if !(has(NsKind::Uts) && key == "kernel.domainname") {
+            return bad(format!(
+                "sysctl {key:?} is not in a separate kernel namespace"
+            ));
+        }
+        let path = format!("sys/{}", key.replace('.', "/"));
+        if key.contains("..") || key.contains('/') || value.contains('\0') || key.contains('\0') {
+            return bad(format!("sysctl {key:?}: bad name or value"));
+        }
+        if !Path::new("/proc").join(&path).exists() {
+            return bad(format!(
+                "write sysctl key {key}: open /proc/{path}: no such file or directory"
+            ));
+        }
+        out.push(format!("{path}={value}"));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `process.capabilities` as five masks (bounding, effective, permitted,
+/// inheritable, ambient); a capability this host does not know is left
+/// out, as runc leaves it out with a warning.
+fn guest_caps(spec: &Spec) -> Option<[u64; 5]> {
+    use std::str::FromStr;
+    let c = spec.process().as_ref()?.capabilities().as_ref()?;
+    let mask = |set: &Option<oci_spec::runtime::Capabilities>| -> u64 {
+        set.iter()
+            .flatten()
+            .filter_map(|cap| {
+                let name = cap.to_string().to_ascii_uppercase();
+                let name = if name.starts_with("CAP_") {
+                    name
+                } else {
+                    format!("CAP_{name}")
+                };
+                caps::Capability::from_str(&name).ok()
+            })
+            .filter(|cap| cap.index() < 64)
+            .fold(0, |m, cap| m | 1 << cap.index())
+    };
+    Some([
+        mask(c.bounding()),
+        mask(c.effective()),
+        mask(c.permitted()),
+        mask(c.inheritable()),
+        mask(c.ambient()),
+    ])
+}
+
+/// `process.rlimits` as (resource, soft, hard); a soft limit above the
+/// hard one is refused, as Linux's setrlimit refuses it in runc.
+fn rlimits(spec: &Spec) -> Result<Vec<[u64; 3]>, BundleError> {
+    use oci_spec::runtime::PosixRlimitType as T;
+    let list = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.rlimits().clone())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for r in list {
+        let res = match r.typ() {
+            T::RlimitCpu => 0,
+            T::RlimitFsize => 1,
+            T::RlimitData => 2,
+            T::RlimitStack => 3,
+            T::RlimitCore => 4,
+            T::RlimitRss => 5,
+            T::RlimitNproc => 6,
+            T::RlimitNofile => 7,
+            T::RlimitMemlock => 8,
+            T::RlimitAs => 9,
+            T::RlimitLocks => 10,
+            T::RlimitSigpending => 11,
+            T::RlimitMsgqueue => 12,
+            T::RlimitNice => 13,
+            T::RlimitRtprio => 14,
+            T::RlimitRttime => 15,
+        };
+        if r.soft() > r.hard() {
+            return Err(BundleError::Invalid(format!(
+                "error setting rlimit type {}: invalid argument",
+                r.typ()
+            )));
+        }
+        out.push([res, r.soft(), r.hard()]);
+    }
+    Ok(out)
 }
 
 /// Guest RAM from the memory limit: the limit itself, at most what the VMM

@@ -7,10 +7,13 @@
 //! /proc           proc      } the guest kernel's own file systems: the
 //! /dev            tmpfs     } program sees the guest's /proc, /sys and
 //! /dev/pts        devpts    } /dev, never the host's, so these mounts
-//! /dev/shm        tmpfs/bind} describe what the guest provides already
-//! /dev/mqueue     mqueue    } and are accepted without anything to do
-//! /sys            sysfs     } (/dev/shm is a bind of a fresh shm tmpfs
-//! /sys/fs/cgroup  cgroup(2) } under Docker and podman: same meaning)
+//! /dev/mqueue     mqueue    } describe what the guest provides already
+//! /sys            sysfs     } and are accepted without anything to do
+//! /sys/fs/cgroup  cgroup(2) }
+//! /dev/shm        tmpfs     made: a tmpfs in the sandbox's view, which the
+//! /dev/shm        bind      made: guest reaches as a rootfs directory
+//!                                 (POSIX shm and semaphores; a bind of a
+//!                                 fresh shm tmpfs under Docker and podman)
 //! anything else   bind      made: a bind mount in the sandbox's view
 //! anything else   tmpfs     made: a tmpfs in the sandbox's view
 //! ```
@@ -35,13 +38,15 @@ const GUEST_OWNED: &[(&str, &str)] = &[
     ("proc", "/proc"),
     ("tmpfs", "/dev"),
     ("devpts", "/dev/pts"),
-    ("tmpfs", "/dev/shm"),
-    ("bind", "/dev/shm"),
     ("mqueue", "/dev/mqueue"),
     ("sysfs", "/sys"),
     ("cgroup", "/sys/fs/cgroup"),
     ("cgroup2", "/sys/fs/cgroup"),
 ];
+
+/// The POSIX shared-memory directory: a real tmpfs (or bind) in the
+/// sandbox's view, as under runc.
+pub const SHM: &str = "/dev/shm";
 
 /// Where the guest kernel's own file systems are.
 const GUEST_TREES: &[&str] = &["/proc", "/sys"];
@@ -83,10 +88,11 @@ pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
             continue;
         }
         let dev = destination == "/dev" || destination.starts_with("/dev/");
+        let shm = destination == SHM && (is_bind || typ == "tmpfs");
         if GUEST_TREES
             .iter()
             .any(|t| destination == *t || destination.starts_with(&format!("{t}/")))
-            || (dev && !(is_bind && dev_bind_reachable(&destination)))
+            || (dev && !shm && !(is_bind && dev_bind_reachable(&destination)))
         {
             return Err(refuse(
                 "the guest kernel provides /proc, /sys and /dev itself",
@@ -170,7 +176,8 @@ mod tests {
     #[test]
     fn the_default_mounts_are_the_guests() {
         let planned = plan(&Spec::default(), Path::new("/")).expect("default mounts");
-        assert!(planned.is_empty(), "{planned:?}");
+        let dests: Vec<&str> = planned.iter().map(|m| m.destination.as_str()).collect();
+        assert_eq!(dests, [SHM], "{planned:?}");
     }
 
     #[test]
@@ -184,7 +191,7 @@ mod tests {
         ]))
         .expect("accepted");
         let dests: Vec<&str> = planned.iter().map(|m| m.destination.as_str()).collect();
-        assert_eq!(dests, ["/etc/hostname", "/tmp"]);
+        assert_eq!(dests, ["/dev/shm", "/etc/hostname", "/tmp"]);
     }
 
     #[test]

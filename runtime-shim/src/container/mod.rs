@@ -31,6 +31,9 @@ pub const OCI_VERSION: &str = "1.0.2";
 pub const HIBERNATION_ANNOTATION: &str = "qrun.hibernation";
 /// Annotation carrying the program's exit status once stopped.
 pub const EXIT_ANNOTATION: &str = "qrun.exitStatus";
+/// Bundle annotation that makes `pause` hibernate the sandbox and
+/// `resume` wake it (value "true"), instead of the cgroup freezer.
+pub const HIBERNATE_ON_PAUSE: &str = "qrun.hibernate-on-pause";
 /// Default runtime root.
 pub const DEFAULT_ROOT: &str = "/run/qrun";
 
@@ -97,6 +100,20 @@ impl Container {
         self.sandbox_dir().join("exec.fifo")
     }
 
+    /// Present while the container is paused by hibernation
+    /// ([`HIBERNATE_ON_PAUSE`]).
+    pub fn hibernate_pause_marker(&self) -> PathBuf {
+        self.sandbox_dir().join("paused")
+    }
+
+    /// Whether the bundle asks `pause` to hibernate ([`HIBERNATE_ON_PAUSE`]).
+    pub fn hibernates_on_pause(&self) -> bool {
+        self.state
+            .annotations
+            .get(HIBERNATE_ON_PAUSE)
+            .is_some_and(|v| v == "true")
+    }
+
     pub fn cgroups(&self) -> Cgroups {
         Cgroups::from_dirs(self.state.cgroups.clone())
     }
@@ -112,7 +129,7 @@ impl Container {
             Status::Stopped
         } else if self.exec_fifo().exists() {
             Status::Created
-        } else if self.cgroups().frozen() {
+        } else if self.hibernate_pause_marker().exists() || self.cgroups().frozen() {
             Status::Paused
         } else {
             Status::Running

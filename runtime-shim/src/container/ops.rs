@@ -143,7 +143,7 @@ fn deliver(c: &mut Container, sig: i32, status: Status) -> Result<(), ContainerE
             record_exit(c, 128 + sig)
         }
         // Frozen: the VMM cannot answer; the signal waits in the host.
-        (_, Status::Paused) => host_kill(c, sig),
+        (_, Status::Paused) if !c.hibernate_pause_marker().exists() => host_kill(c, sig),
         _ => ctl(c, Request::Signal(sig)).map(drop),
     }
 }
@@ -215,14 +215,30 @@ pub fn delete(c: &Container, force: bool) -> Result<(), ContainerError> {
     Ok(())
 }
 
+/// Pauses the container: the cgroup freezer, or with the annotation
+/// `qrun.hibernate-on-pause` hibernation (the state says paused until
+/// `resume`, whose wake the marker file records).
 pub fn pause(c: &Container) -> Result<(), ContainerError> {
     check(c.id(), Op::Pause, c.status())?;
-    Ok(c.cgroups().freeze(true)?)
+    if !c.hibernates_on_pause() {
+        return Ok(c.cgroups().freeze(true)?);
+    }
+    hibernation(c, Request::Hibernate, &["hibernated", "hibernating"])?;
+    let marker = c.hibernate_pause_marker();
+    std::fs::write(&marker, b"hibernated\n")
+        .map_err(ContainerError::io(format!("writing {}", marker.display())))
 }
 
+/// Resumes a paused container: thaws it, or wakes a hibernated one.
 pub fn resume(c: &Container) -> Result<(), ContainerError> {
     check(c.id(), Op::Resume, c.status())?;
-    Ok(c.cgroups().freeze(false)?)
+    let marker = c.hibernate_pause_marker();
+    if !marker.exists() {
+        return Ok(c.cgroups().freeze(false)?);
+    }
+    hibernation(c, Request::Wake, &["running", "waking"])?;
+    std::fs::remove_file(&marker)
+        .map_err(ContainerError::io(format!("removing {}", marker.display())))
 }
 
 /// `remove_dir_all`, retried for a moment while it finds the directory not

@@ -233,6 +233,9 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     // no init semantics, so SIGTERM without a handler ends it.
     config.init = plan.new_namespace(NsKind::Pid);
     config.console = plan.terminal;
+    config.creds = Some(plan.guest_creds());
+    config.no_new_privs = plan.no_new_privs;
+    config.sysctl = plan.sysctl.clone();
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {

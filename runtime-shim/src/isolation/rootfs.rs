@@ -88,7 +88,15 @@ pub fn pivot(
     fs::create_dir(&rootfs).map_err(IsolationError::io("mkdir rootfs"))?;
     bind(&plan.rootfs, &rootfs, MsFlags::MS_REC)?;
     for m in &plan.mounts {
-        guest_mount(&rootfs, m)?;
+        match guest_mount(&rootfs, m) {
+            // runc makes /dev/shm in its /dev tmpfs; here it is a
+            // directory of the rootfs, which a read-only image may lack:
+            // the container runs without POSIX shm rather than not at all.
+            Err(e) if m.destination == crate::bundle::SHM => {
+                eprintln!("qrun: warning: no /dev/shm: {e}");
+            }
+            r => r?,
+        }
     }
     hooks(&rootfs)?;
     restrict_paths(&rootfs, plan)?;
