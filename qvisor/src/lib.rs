@@ -202,7 +202,7 @@ impl Sandbox {
                     qlib::abi::BOOT_CONSOLE
                 } else {
                     0
-                },
+                }
                 | if config.no_new_privs {
                     qlib::abi::BOOT_NO_NEW_PRIVS
                 } else {
