@@ -12,10 +12,30 @@ struct HostLogger;
 
 static LOGGER: HostLogger = HostLogger;
 
-/// A fixed buffer for formatting one line without the heap.
-struct Line {
+/// A fixed buffer for formatting one line without the heap (a longer
+/// line is cut).
+pub struct Line {
     buf: [u8; 512],
     len: usize,
+}
+
+impl Line {
+    pub const fn new() -> Self {
+        Self {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+
+    /// What was written.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Empties the line.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
 }
 
 impl Write for Line {
@@ -36,12 +56,9 @@ impl log::Log for HostLogger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let mut line = Line {
-            buf: [0; 512],
-            len: 0,
-        };
+        let mut line = Line::new();
         let _ = write!(line, "{}", record.args());
-        let (gpa, len) = hostcall::buf(&line.buf[..line.len]);
+        let (gpa, len) = hostcall::buf(line.bytes());
         hostcall::call(Call::Log, [record.level() as u64, gpa, len, 0, 0, 0]);
     }
 
@@ -64,12 +81,9 @@ pub fn init(level: u64) {
 
 /// Formats a panic message into a fixed buffer and hands it to the VMM.
 pub fn report_panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    let mut line = Line {
-        buf: [0; 512],
-        len: 0,
-    };
+    let mut line = Line::new();
     let _ = write!(line, "{info}");
-    let (gpa, len) = hostcall::buf(&line.buf[..line.len]);
+    let (gpa, len) = hostcall::buf(line.bytes());
     hostcall::call(Call::Panic, [0, gpa, len, 0, 0, 0]);
     hostcall::unreachable_halt()
 }

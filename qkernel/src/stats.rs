@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use qlib::abi::{Call, LOG_STATS};
 
 use crate::hostcall;
+use crate::klog::Line;
 
 const SYSCALLS: usize = 512;
 const CALLS: usize = 80;
@@ -105,36 +106,13 @@ pub fn mapped(n: u64) {
     }
 }
 
-/// A line of at most 256 bytes, sent as one `Log` call.
-struct Line {
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl Line {
-    fn new() -> Self {
-        Self {
-            buf: [0; 256],
-            len: 0,
-        }
+/// Sends `line` as one `Log` call and empties it.
+fn send(line: &mut Line) {
+    if !line.bytes().is_empty() {
+        let (gpa, len) = hostcall::buf(line.bytes());
+        hostcall::call_once(Call::Log, [LOG_STATS, gpa, len, 0, 0, 0]);
     }
-
-    fn send(&mut self) {
-        if self.len > 0 {
-            let (gpa, len) = hostcall::buf(&self.buf[..self.len]);
-            hostcall::call_once(Call::Log, [LOG_STATS, gpa, len, 0, 0, 0]);
-        }
-        self.len = 0;
-    }
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
+    line.clear();
 }
 
 fn us(ticks: u64) -> u64 {
@@ -179,7 +157,7 @@ pub fn report() {
             let _ = write!(line, " {i}x{n}={}us", us(t));
         }
     }
-    line.send();
+    send(&mut line);
     let fm = (
         FAULT_MISSING.n.load(Ordering::Relaxed),
         FAULT_MISSING.tsc.load(Ordering::Relaxed),
@@ -198,7 +176,7 @@ pub fn report() {
         us(fp.1),
         FLUSHES.load(Ordering::Relaxed)
     );
-    line.send();
+    send(&mut line);
     let (n, t) = total(&HOST);
     let _ = write!(line, "host calls {n} in {} us:", us(t));
     for (i, n, t) in top::<8>(&HOST) {
@@ -210,5 +188,5 @@ pub fn report() {
             .ok();
         }
     }
-    line.send();
+    send(&mut line);
 }

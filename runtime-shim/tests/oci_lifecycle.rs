@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::bundle::{
-    hello_bundle, qrun_at, qrun_detached, sleep_bundle, sleep_bundle_with, state, status,
+    hello_bundle, qrun_at, qrun_detached, sleep_bundle, sleep_bundle_with, started, state, status,
     wait_status,
 };
 use common::require_kvm;
@@ -34,19 +34,6 @@ fn refused(root: &Path, id: &str, args: &[&str], needle: &str) {
         before,
         "qrun {args:?} changed the state"
     );
-}
-
-/// Creates and starts `id` from `b`.
-fn started(root: &Path, b: &Path, id: &str) {
-    let log = b.join("create.log");
-    let out = qrun_detached(
-        root,
-        &["create", "--bundle", &b.to_string_lossy(), id],
-        &log,
-    );
-    assert_eq!(out.status, 0, "create: {out:?}");
-    let out = qrun_at(root, &["start", id]);
-    assert_eq!(out.status, 0, "start: {out:?}");
 }
 
 #[test]

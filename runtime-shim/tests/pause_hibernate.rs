@@ -14,23 +14,11 @@ mod common;
 
 use std::path::Path;
 
-use common::bundle::{qrun_at, qrun_detached, sleep_bundle_with, status, wait_status};
+use common::bundle::{qrun_at, sleep_bundle_with, started, status, wait_status};
 use common::runc::{runc, runc_ok, runc_state};
 use common::tmp::TempDir;
 use common::{ctl, require_kvm, wait_for_socket};
 use serde_json::json;
-
-fn started(root: &Path, b: &Path, id: &str) {
-    let log = b.join("create.log");
-    let out = qrun_detached(
-        root,
-        &["create", "--bundle", &b.to_string_lossy(), id],
-        &log,
-    );
-    assert_eq!(out.status, 0, "create: {out:?}");
-    let out = qrun_at(root, &["start", id]);
-    assert_eq!(out.status, 0, "start: {out:?}");
-}
 
 /// The sandbox's own answer (the control socket), not the OCI status.
 fn hibernation(root: &Path, id: &str) -> String {

@@ -125,3 +125,17 @@ pub fn qrun_detached(root: &Path, args: &[&str], out: &Path) -> Outcome {
         status: super::shell_status(status),
     }
 }
+
+/// `qrun create` of `id` from bundle `b` (its output in `b/create.log`),
+/// then `qrun start`; both must succeed.
+pub fn started(root: &Path, b: &Path, id: &str) {
+    let log = b.join("create.log");
+    let out = qrun_detached(
+        root,
+        &["create", "--bundle", &b.to_string_lossy(), id],
+        &log,
+    );
+    assert_eq!(out.status, 0, "create: {out:?}");
+    let out = qrun_at(root, &["start", id]);
+    assert_eq!(out.status, 0, "start: {out:?}");
+}
