@@ -416,3 +416,20 @@ fn proc_net_lists_the_programs_sockets() {
     assert_eq!(stdout(&rooted), stdout(&native), "{rooted:?}");
     assert_eq!(rooted.status, 0, "{rooted:?}");
 }
+
+/// Raw IP sockets and ICMP "ping" sockets are refused as a Linux process
+/// without CAP_NET_RAW (and outside `ping_group_range`) sees it. Natively
+/// the answer depends on the test's own rights: sandboxed run only.
+#[test]
+fn raw_and_icmp_sockets_are_refused() {
+    if !require_kvm() {
+        return;
+    }
+    let out = run_sandboxed(&test_apps::path("rawsock"), &[], &[]);
+    assert_eq!(
+        stdout(&out),
+        "raw icmp: EPERM\nraw ipv6: EPERM\nping: EACCES\n",
+        "{out:?}"
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}

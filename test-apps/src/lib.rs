@@ -115,6 +115,8 @@ pub const ALL: &[&str] = &[
     "procpid",
     // The program's own sockets in /proc/net/{tcp,udp,unix} (linux_surface.rs).
     "procnet",
+    // Raw and ICMP sockets are refused as for a process without CAP_NET_RAW.
+    "rawsock",
     // pthreads under load (threads_stress.rs), with musl and, as
     // `pthread_stress_glibc`, statically against glibc.
     "pthread_stress",

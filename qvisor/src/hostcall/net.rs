@@ -438,6 +438,19 @@ impl HostCalls<'_> {
                     return err(libc::EAFNOSUPPORT);
                 }
                 let base = ty & !TYPE_FLAGS;
+                if base == libc::SOCK_RAW && dom != libc::AF_UNIX {
+                    // Raw IP sockets are not passed through: the answer of
+                    // a Linux process without CAP_NET_RAW.
+                    return err(libc::EPERM);
+                }
+                let icmp = (dom == libc::AF_INET && proto == libc::IPPROTO_ICMP)
+                    || (dom == libc::AF_INET6 && proto == libc::IPPROTO_ICMPV6);
+                if base == libc::SOCK_DGRAM && icmp {
+                    // ICMP "ping" sockets: Linux's answer outside
+                    // `net.ipv4.ping_group_range` (its default), whatever
+                    // the host's setting.
+                    return err(libc::EACCES);
+                }
                 if ![libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET].contains(&base) {
                     return err(libc::ESOCKTNOSUPPORT);
                 }
