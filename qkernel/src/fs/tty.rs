@@ -408,15 +408,7 @@ fn write_master(
             return Ok(done + moved);
         }
     }
-    if nonblock {
-        return if done + moved > 0 {
-            Ok(done + moved)
-        } else {
-            Err(Errno::EAGAIN)
-        };
-    }
-    park::wait_on_queues(&[], &[pty.queue(true)], park::deadline(None), done + moved)?;
-    Ok(0)
+    wait_for_room(pty, true, nonblock, done + moved)
 }
 
 /// Whether a read of its controlling terminal by the caller, in a
@@ -516,13 +508,20 @@ fn write_slave(
             return Ok(done + moved);
         }
     }
+    wait_for_room(pty, false, nonblock, done + moved)
+}
+
+/// The end of a write that found no room after writing `written` bytes:
+/// with `nonblock`, those bytes or EAGAIN; else the task parks on queue
+/// `master` of `pty` until there is room (the write is retried, 0 here).
+fn wait_for_room(pty: &Pty, master: bool, nonblock: bool, written: usize) -> Result<usize, Errno> {
     if nonblock {
-        return if done + moved > 0 {
-            Ok(done + moved)
+        return if written > 0 {
+            Ok(written)
         } else {
             Err(Errno::EAGAIN)
         };
     }
-    park::wait_on_queues(&[], &[pty.queue(false)], park::deadline(None), done + moved)?;
+    park::wait_on_queues(&[], &[pty.queue(master)], park::deadline(None), written)?;
     Ok(0)
 }
