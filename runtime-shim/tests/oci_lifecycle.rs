@@ -451,11 +451,11 @@ fn hostname_without_a_uts_namespace_is_the_hosts() {
     for (rt, out) in [
         (
             "runc",
-            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "h1"]),
+            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "hu1"]),
         ),
         (
             "qrun",
-            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "h1"]),
+            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "hu1"]),
         ),
     ] {
         assert_eq!(out.status, 0, "{rt}: {out:?}");
@@ -480,11 +480,11 @@ fn hostname_without_a_uts_namespace_is_the_hosts() {
     for (rt, out) in [
         (
             "runc",
-            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "h2"]),
+            common::runc::runc(&TempDir::new("root").0, &["run", "--bundle", bs, "hu2"]),
         ),
         (
             "qrun",
-            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "h2"]),
+            qrun_at(&TempDir::new("root").0, &["run", "--bundle", bs, "hu2"]),
         ),
     ] {
         assert_ne!(out.status, 0, "{rt}: {out:?}");

@@ -257,7 +257,11 @@ fn oci_ops(own_netns: bool) {
         },
     );
     std::fs::create_dir(b.join("rootfs/data")).expect("mkdir");
-    let out = qrun_at(root.path(), &["run", "--bundle", b.str(), "u"]);
+    // Each test its own id: the two run at once, and the container's
+    // cgroups are named by its id (one deleting `qrun/u` while the other
+    // joined it failed the run).
+    let id = if own_netns { "u-netns" } else { "u-hostnet" };
+    let out = qrun_at(root.path(), &["run", "--bundle", b.str(), id]);
     assert_same("unixsock ops in an OCI container", &native, &out);
     assert!(Path::new(&b.join("rootfs/data/hard.follow")).is_file());
 }
