@@ -138,6 +138,38 @@ fn scm_rights_fd_passing() {
     );
 }
 
+/// SO_PEERCRED and SCM_CREDENTIALS: a socketpair's, a connection's (before
+/// and after accept) and a datagram's peer, what a receiver with
+/// SO_PASSCRED reads (the sending process, or what it claimed), creds
+/// ahead of SCM_RIGHTS, MSG_CTRUNC, a claim of another pid refused.
+#[test]
+fn scm_credentials_name_the_sending_process() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("ucred");
+    let native_dir = TempDir::new("ucred");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "ucred: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("ucred");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("ucred", &native, &sandboxed);
+    for want in [
+        "plain send: byte a controllen 32",
+        "SCM_CREDENTIALS len 28 pid child uid same gid same",
+        "accepted: peer child",
+        "connector: peer parent",
+    ] {
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
+    }
+}
+
 /// What a container's root may not make or change: device nodes, the
 /// host and domain names, another root directory.
 #[test]

@@ -130,6 +130,7 @@ pub const ALL: &[&str] = &[
     // linux.seccomp: what a few calls return (compared with runc).
     // SCM_RIGHTS between processes and in one.
     "scm",
+    "ucred",
     "seccomp_probe",
     "segfault",
     // Hostile rt_sigreturn frames and stacks.

@@ -27,12 +27,14 @@ mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
+mod sys_ucred;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use attrs::no_new_privs;
 pub use sys_proc::{nofile, rlimit};
+pub use sys_ucred::closed as unix_closed;
 
 use qlib::syscall_names;
 
