@@ -449,6 +449,39 @@ fn proc_net_lists_the_programs_sockets() {
     assert_eq!(rooted.status, 0, "{rooted:?}");
 }
 
+/// `gethostid()` (glibc) reads the rootfs's `/etc/hostid`: the same value
+/// natively under `chroot` and in a sandbox over the same rootfs.
+#[test]
+fn hostid_comes_from_the_rootfs() {
+    if !require_kvm() {
+        return;
+    }
+    let root = TempDir::new("hostid-root");
+    std::fs::create_dir(root.path().join("etc")).expect("mkdir etc");
+    std::fs::write(
+        root.path().join("etc/hostid"),
+        0x1234_abcd_u32.to_ne_bytes(),
+    )
+    .expect("hostid");
+    std::fs::copy(test_apps::path("hostid_glibc"), root.path().join("hostid")).expect("copy");
+    let native = std::process::Command::new("chroot")
+        .arg(root.path())
+        .arg("/hostid")
+        .output()
+        .expect("chroot runs (the tests run as root)");
+    let native = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert_eq!(native, "hostid 1234abcd\n", "native");
+    let sandboxed = run_qrun(&[
+        "do".to_string(),
+        "--rootfs".into(),
+        root.path().display().to_string(),
+        "--".into(),
+        "/hostid".into(),
+    ]);
+    assert_eq!(stdout(&sandboxed), native, "{sandboxed:?}");
+    assert_eq!(sandboxed.status, 0, "{sandboxed:?}");
+}
+
 /// Raw IP sockets and ICMP "ping" sockets are refused as a Linux process
 /// without CAP_NET_RAW (and outside `ping_group_range`) sees it. Natively
 /// the answer depends on the test's own rights: sandboxed run only.

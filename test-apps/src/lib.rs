@@ -119,6 +119,8 @@ pub const ALL: &[&str] = &[
     "rawsock",
     // pthreads under load (threads_stress.rs), with musl and, as
     // `pthread_stress_glibc`, statically against glibc.
+    // gethostid from /etc/hostid (glibc).
+    "hostid_glibc",
     "pthread_stress",
     "pthread_stress_glibc",
     // Guest ptys (terminal.rs): /dev/ptmx, /dev/pts, termios, job control
