@@ -117,10 +117,11 @@ pub const ALL: &[&str] = &[
     "procnet",
     // Raw and ICMP sockets are refused as for a process without CAP_NET_RAW.
     "rawsock",
+    // gethostid from /etc/hostid (glibc).
+    "hostid",
+    "hostid_glibc",
     // pthreads under load (threads_stress.rs), with musl and, as
     // `pthread_stress_glibc`, statically against glibc.
-    // gethostid from /etc/hostid (glibc).
-    "hostid_glibc",
     "pthread_stress",
     "pthread_stress_glibc",
     // Guest ptys (terminal.rs): /dev/ptmx, /dev/pts, termios, job control
