@@ -118,6 +118,7 @@ pub const ALL: &[&str] = &[
     // Raw and ICMP sockets are refused as for a process without CAP_NET_RAW.
     "rawsock",
     // gethostid from /etc/hostid (glibc).
+    "futexshm",
     "hostid",
     "hostid_glibc",
     // pthreads under load (threads_stress.rs), with musl and, as
