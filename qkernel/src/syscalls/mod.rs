@@ -27,12 +27,15 @@ mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
+mod sys_ucred;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use attrs::no_new_privs;
+pub use sys_futex::key as futex_key;
 pub use sys_proc::{nofile, rlimit};
+pub use sys_ucred::closed as unix_closed;
 
 use qlib::syscall_names;
 
@@ -461,7 +464,13 @@ pub static ENTRIES: &[Entry] = &[
     e(269, sys_stat::faccessat, Full, ""),
     e(270, sys_poll::pselect6, Full, ""),
     e(271, sys_poll::ppoll, Full, ""),
-    e(273, sys_proc::set_robust_list, Stub, "recorded"),
+    e(
+        273,
+        sys_proc::set_robust_list,
+        Full,
+        "released at thread exit",
+    ),
+    e(274, sys_proc::get_robust_list, Partial, "own thread only"),
     e(280, sys_path::utimensat, Full, ""),
     e(281, sys_poll::epoll_pwait, Full, ""),
     e(283, sys_poll::timerfd_create, Full, "host timerfd"),

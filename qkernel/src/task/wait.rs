@@ -141,8 +141,14 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 /// threads go at once, its fds close, its leader becomes a zombie.
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    let proc = PROCESS.lock().take();
+    let mut proc = PROCESS.lock().take();
     let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
+    if let Some(p) = proc.as_mut() {
+        // The robust futexes the calling thread holds go to their
+        // waiters (process-shared mutexes in shared memory), as Linux
+        // releases them at every thread's exit.
+        super::futex::release_robust(p, me);
+    }
     if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
         // switch, when CR3 no longer names them. Only the address space
@@ -185,7 +191,7 @@ pub fn exit_group(st: Status) -> ! {
 /// released. The last thread of a group ends the group.
 pub fn exit_thread(code: u8) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    let (key, ctid) = {
+    let (key, shared, ctid) = {
         let mut guard = PROCESS.lock();
         match guard.as_mut() {
             Some(p) => {
@@ -195,15 +201,18 @@ pub fn exit_thread(code: u8) -> ! {
                     // As Linux, a bad address is ignored.
                     let _ = uaccess::write(&mut p.mm, a, &0u32);
                 }
-                (p.mm.pt.kernel_cr3(), a)
+                let shared = crate::syscalls::futex_key(p, a & !3, 0).ok();
+                (p.mm.pt.kernel_cr3(), shared, a)
             }
-            None => (0, 0),
+            None => (0, None, 0),
         }
     };
     if ctid != 0 {
         // Linux wakes the shared key; the private one too, for joiners
         // that wait privately (a spurious wake-up is allowed there).
-        super::futex::wake((key, ctid | 1), 1, u32::MAX);
+        if let Some(shared) = shared {
+            super::futex::wake(shared, 1, u32::MAX);
+        }
         super::futex::wake((key, ctid), 1, u32::MAX);
     }
     let mut k = KERNEL.lock();
