@@ -18,6 +18,7 @@ use std::path::Path;
 pub const PATH_MAX: usize = 4096;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_XDEV: u64 = 0x01;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -31,6 +32,19 @@ struct OpenHow {
 #[derive(Debug)]
 pub struct Rootfs {
     dir: OwnedFd,
+    /// The root mount is read-only: lookups that stay on it are frozen
+    /// (`qlib::io_abi`, "Frozen answers").
+    readonly: bool,
+}
+
+/// Whether `fd` lies on a read-only mount (`fstatvfs`); `false` if unknown.
+pub fn on_readonly_mount(fd: &OwnedFd) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: valid fd and a buffer of the size of `struct statvfs`.
+    let rc = unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) };
+    // SAFETY: fstatvfs filled the buffer when it returned 0; it was zeroed
+    // before, and all-zero is a valid `statvfs` anyway.
+    rc == 0 && unsafe { st.assume_init() }.f_flag & libc::ST_RDONLY != 0
 }
 
 /// The last component of a path and the directory holding it.
@@ -73,15 +87,17 @@ impl Rootfs {
         }
         // SAFETY: fd is a fresh descriptor we own.
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Self { dir })
+        let readonly = on_readonly_mount(&dir);
+        Ok(Self { dir, readonly })
     }
 
     /// `openat2` of `path` inside the root; `Err(errno)`.
     pub fn open_at(&self, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
-        self.open_in(&self.dir, path, flags, mode)
+        self.open_in(path, flags, mode, 0)
     }
 
-    fn open_in(&self, dir: &OwnedFd, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+    fn open_in(&self, path: &[u8], flags: i32, mode: u32, extra: u64) -> Result<OwnedFd, i32> {
+        let dir = &self.dir;
         if path.len() > PATH_MAX {
             return Err(libc::ENAMETOOLONG);
         }
@@ -98,7 +114,7 @@ impl Rootfs {
             } else {
                 0
             },
-            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra,
         };
         for _ in 0..16 {
             // SAFETY: valid dirfd, NUL-terminated path and an open_how of
@@ -133,6 +149,30 @@ impl Rootfs {
             flags |= libc::O_NOFOLLOW;
         }
         self.open_at(path, flags, 0)
+    }
+
+    /// [`Rootfs::object`], and whether the answer is frozen: on a
+    /// read-only root, a resolution that never left the root mount
+    /// (`RESOLVE_NO_XDEV`) cannot change while the container runs, found
+    /// or `ENOENT` (`qlib::io_abi`, "Frozen answers"). `Err((errno,
+    /// frozen))`.
+    pub fn object_frozen(&self, path: &[u8], nofollow: bool) -> Result<(OwnedFd, bool), (i32, bool)> {
+        let mut flags = libc::O_PATH;
+        if nofollow {
+            flags |= libc::O_NOFOLLOW;
+        }
+        if self.readonly {
+            match self.open_in(path, flags, 0, RESOLVE_NO_XDEV) {
+                Ok(fd) => return Ok((fd, true)),
+                Err(libc::ENOENT) => return Err((libc::ENOENT, true)),
+                // Another mount was crossed: answered as usual below.
+                Err(libc::EXDEV) => {}
+                Err(e) => return Err((e, false)),
+            }
+        }
+        self.open_at(path, flags, 0)
+            .map(|fd| (fd, false))
+            .map_err(|e| (e, false))
     }
 
     /// The parent directory of `path` and its last name.
