@@ -13,6 +13,9 @@
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
 pub const ABI_VERSION: u64 = 17;
 
+/// Most extra fds one `Call::Close` closes.
+pub const MAX_CLOSE_BATCH: u64 = 64;
+
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
 
@@ -161,7 +164,9 @@ pub enum Call {
     /// `args[4]` = GPA of a [`crate::io_abi::OpenStat`] to fill (0 = none).
     /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
     Open = 16,
-    /// Close a host fd of the sandbox: `args[0]` = fd.
+    /// Close a host fd of the sandbox: `args[0]` = fd; `args[1..3]` = GPA
+    /// and count (at most [`MAX_CLOSE_BATCH`]) of an `i32` array of more
+    /// fds to close with it (count 0: none). Returns 0 or the first error.
     Close = 17,
     /// Read or write a host fd: `args[0]` = fd, `args[1..3]` = [`IoVec`]
     /// list, `args[3]` = file offset or `u64::MAX` for the current one,

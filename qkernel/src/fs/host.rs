@@ -55,6 +55,35 @@ pub fn close(fd: i32) {
     hostcall::call(Call::Close, [fd as u64, 0, 0, 0, 0, 0]);
 }
 
+/// Host fds whose close is put off ([`close_later`]).
+static LATER: spin::Mutex<([i32; CLOSE_BATCH], usize)> = spin::Mutex::new(([0; CLOSE_BATCH], 0));
+/// How many closes [`close_later`] gathers into one host call.
+const CLOSE_BATCH: usize = 16;
+
+/// Closes a host fd that nothing outside the guest can tell is still open
+/// (a read-only open of a frozen file: no writes to flush, no host lock —
+/// the guest grants record locks and `flock` itself): the close is put off
+/// and done with the next [`CLOSE_BATCH`] - 1 others in one host call.
+/// The fd number is never reused meanwhile (the VMM still holds it).
+pub fn close_later(fd: i32) {
+    crate::task::park::fd_closed(fd);
+    // A copy on the stack (physically contiguous, as every host-call
+    // buffer), taken without holding the lock across the call.
+    let batch = {
+        let mut later = LATER.lock();
+        let (fds, n) = &mut *later;
+        if *n < CLOSE_BATCH {
+            fds[*n] = fd;
+            *n += 1;
+            return;
+        }
+        *n = 0;
+        *fds
+    };
+    let gpa = gpa_of(&batch);
+    hostcall::call(Call::Close, [fd as u64, gpa, CLOSE_BATCH as u64, 0, 0, 0]);
+}
+
 /// Reads or writes host fd `fd` with guest-physical iovecs.
 pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult {
     let (gpa, n) = hostcall::iovecs(iov);

@@ -197,7 +197,12 @@ impl Drop for File {
             if kind == HostKind::Epoll {
                 crate::syscalls::epoll_guest::epoll_closed(fd);
             }
-            host::close(fd);
+            let read_only = *self.flags.lock() & O_ACCMODE == O_RDONLY;
+            if kind == HostKind::File && self.frozen.is_some() && read_only {
+                host::close_later(fd);
+            } else {
+                host::close(fd);
+            }
         }
     }
 }

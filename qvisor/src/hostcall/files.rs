@@ -171,8 +171,25 @@ impl HostCalls<'_> {
         ranges.len() as i64
     }
 
-    pub(super) fn close(&mut self, fd: u64) -> i64 {
-        self.fds.close(fd)
+    /// `Close`: `fd`, then the `count` fds of the `i32` array at `list`.
+    pub(super) fn close(&mut self, fd: u64, list: u64, count: u64) -> i64 {
+        let mut first = self.fds.close(fd);
+        if count == 0 {
+            return first;
+        }
+        if count > qlib::abi::MAX_CLOSE_BATCH || self.ram.check_range(list, count * 4).is_err() {
+            return if first < 0 { first } else { EFAULT };
+        }
+        for i in 0..count {
+            let r = match self.ram.read::<i32>(list + i * 4) {
+                Ok(more) => self.fds.close(more as u32 as u64),
+                Err(_) => EFAULT,
+            };
+            if first == 0 {
+                first = r;
+            }
+        }
+        first
     }
 
     /// `Io`: read or write `fd` with the guest iovec list.
