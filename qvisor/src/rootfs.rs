@@ -156,7 +156,11 @@ impl Rootfs {
     /// (`RESOLVE_NO_XDEV`) cannot change while the container runs, found
     /// or `ENOENT` (`qlib::io_abi`, "Frozen answers"). `Err((errno,
     /// frozen))`.
-    pub fn object_frozen(&self, path: &[u8], nofollow: bool) -> Result<(OwnedFd, bool), (i32, bool)> {
+    pub fn object_frozen(
+        &self,
+        path: &[u8],
+        nofollow: bool,
+    ) -> Result<(OwnedFd, bool), (i32, bool)> {
         let mut flags = libc::O_PATH;
         if nofollow {
             flags |= libc::O_NOFOLLOW;
@@ -234,6 +238,24 @@ mod tests {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut f, &mut s).expect("read");
         s
+    }
+
+    #[test]
+    fn a_writable_root_is_never_frozen() {
+        let (base, root) = tree("frozen");
+        assert!(!root.readonly);
+        let (fd, frozen) = root.object_frozen(b"/dir/file", false).unwrap();
+        assert!(!frozen);
+        assert_eq!(
+            read(root.open_at(b"/dir/file", libc::O_RDONLY, 0).unwrap()),
+            "inside"
+        );
+        drop(fd);
+        assert_eq!(
+            root.object_frozen(b"/dir/none", false).unwrap_err(),
+            (libc::ENOENT, false)
+        );
+        let _ = fs::remove_dir_all(base);
     }
 
     #[test]

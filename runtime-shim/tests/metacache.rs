@@ -72,7 +72,11 @@ fn compare(readonly: bool) {
     if !require_kvm() {
         return;
     }
-    let tag = if readonly { "metacache-ro" } else { "metacache-rw" };
+    let tag = if readonly {
+        "metacache-ro"
+    } else {
+        "metacache-rw"
+    };
     let b = TempDir::new(tag);
     let w = TempDir::new(&format!("{tag}-w"));
     make_bundle(&b.0, &w.0, readonly);
@@ -84,7 +88,10 @@ fn compare(readonly: bool) {
     let id = format!("{tag}-{}", std::process::id());
     let bs = b.str();
     let reference = with_host_side(&host_dir, || {
-        runc(&TempDir::new(&format!("{tag}-runc")).0, &["run", "--bundle", bs, &id])
+        runc(
+            &TempDir::new(&format!("{tag}-runc")).0,
+            &["run", "--bundle", bs, &id],
+        )
     });
     let text = String::from_utf8_lossy(&reference.stdout);
     assert!(
@@ -92,7 +99,10 @@ fn compare(readonly: bool) {
         "metacache under runc already fails, fix the test program: {reference:?}"
     );
     let sandboxed = with_host_side(&host_dir, || {
-        qrun_at(&TempDir::new(&format!("{tag}-qrun")).0, &["run", "--bundle", bs, &id])
+        qrun_at(
+            &TempDir::new(&format!("{tag}-qrun")).0,
+            &["run", "--bundle", bs, &id],
+        )
     });
     assert_same(tag, &reference, &sandboxed);
 }

@@ -47,7 +47,8 @@ enum Entry {
 }
 
 /// Lookups following a final symlink ([0]) and not ([1]).
-static LOOKUPS: Mutex<[BTreeMap<String, Entry>; 2]> = Mutex::new([BTreeMap::new(), BTreeMap::new()]);
+static LOOKUPS: Mutex<[BTreeMap<String, Entry>; 2]> =
+    Mutex::new([BTreeMap::new(), BTreeMap::new()]);
 
 /// What the cache answered, for `qrun do --stats`.
 #[derive(Clone, Copy)]
@@ -156,7 +157,10 @@ impl FrozenFile {
 
     /// Whether a read at the current offset is known to read nothing.
     pub fn at_eof(&self) -> bool {
-        let eof = self.pos.lock().is_some_and(|p| p >= statx_size(&self.statx));
+        let eof = self
+            .pos
+            .lock()
+            .is_some_and(|p| p >= statx_size(&self.statx));
         if eof {
             count(Hit::Eof);
         }

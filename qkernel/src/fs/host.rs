@@ -46,7 +46,10 @@ pub fn open_stat(path: &str, flags: u32, mode: u32) -> Result<(i32, Option<Froze
     let fd = open_with(path, flags, mode, gpa_of(&st))?;
     // SAFETY: the VMM wrote the record behind the compiler's back.
     let st = unsafe { core::ptr::read_volatile(&st) };
-    Ok((fd, (st.frozen == 1).then(|| FrozenFile::new(&st.statx, flags))))
+    Ok((
+        fd,
+        (st.frozen == 1).then(|| FrozenFile::new(&st.statx, flags)),
+    ))
 }
 
 /// Closes a host fd.

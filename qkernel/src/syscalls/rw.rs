@@ -129,10 +129,8 @@ pub fn transfer(
             // A frozen regular file read at its offset: the guest follows
             // the offset and knows where the file ends.
             let frozen = file.frozen.as_ref().filter(|_| offset.is_none());
-            if let Some(z) = frozen.filter(|_| !write) {
-                if z.at_eof() {
-                    return Ok(0);
-                }
+            if !write && frozen.is_some_and(|z| z.at_eof()) {
+                return Ok(0);
             }
             let r = host_transfer(p, bufs, write, |iov, done| {
                 host::io(*fd, iov, offset.map(|o| o + done), flags)

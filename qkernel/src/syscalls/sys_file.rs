@@ -166,10 +166,11 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
         } => {
             let frozen = f.frozen.as_ref();
             // SEEK_CUR by 0: `tell`.
-            if a[1] == 0 && a[2] == 1 {
-                if let Some(pos) = frozen.and_then(|z| z.tell()) {
-                    return Ok(pos as usize);
-                }
+            if a[1] == 0
+                && a[2] == 1
+                && let Some(pos) = frozen.and_then(|z| z.tell())
+            {
+                return Ok(pos as usize);
             }
             let r = host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0);
             if let Some(z) = frozen {

@@ -6,8 +6,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use qlib::io_abi::{OpenStat, fd as fdop, frozen, io, path as pathop};
 
-
-
 use super::sys::{err, ret};
 use super::{HostCalls, fifo};
 use crate::rootfs::{PATH_MAX, SpecialName};
