@@ -16,7 +16,10 @@
 //! resolves [`path::STATX`] paths with `RESOLVE_NO_XDEV` first: a
 //! resolution that never left that mount (no writable bind or tmpfs mount
 //! crossed, through `..` or a symlink either) gives an answer that nothing
-//! in the sandbox can change, and the image is assumed not to change
+//! in the sandbox can change. So does one that crosses only read-only
+//! mounts, when the path has no `..` and no symlink (it then walks its
+//! lexical prefixes: each mount root among them, and the object's own
+//! mount, must be read-only); found only. The image is assumed not to change
 //! underneath on the host while the container runs (an image layer, as
 //! gVisor's default exclusive file access assumes). The guest may cache
 //! such answers, found or `ENOENT`; anything else is answered uncached.

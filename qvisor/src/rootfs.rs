@@ -19,6 +19,9 @@ pub const PATH_MAX: usize = 4096;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_NO_XDEV: u64 = 0x01;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `statx` attribute: the object is the root of a mount.
+const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -169,14 +172,57 @@ impl Rootfs {
             match self.open_in(path, flags, 0, RESOLVE_NO_XDEV) {
                 Ok(fd) => return Ok((fd, true)),
                 Err(libc::ENOENT) => return Err((libc::ENOENT, true)),
-                // Another mount was crossed: answered as usual below.
-                Err(libc::EXDEV) => {}
+                // Another mount was crossed: frozen still when every
+                // mount crossed is read-only (below), else answered as
+                // usual.
+                Err(libc::EXDEV) => {
+                    if let Some(fd) = self.through_readonly_mounts(path, flags) {
+                        return Ok((fd, true));
+                    }
+                }
                 Err(e) => return Err((e, false)),
             }
         }
         self.open_at(path, flags, 0)
             .map(|fd| (fd, false))
             .map_err(|e| (e, false))
+    }
+
+    /// The object at `path` when its resolution crosses only read-only
+    /// mounts (a read-only bind such as FunctionBench's `/functionbench`):
+    /// the path has no `..` and resolves without any symlink, so it walks
+    /// exactly its lexical prefixes, and each prefix that is a mount root
+    /// must be on a read-only mount (the final object's own mount too).
+    /// `None`: not so (or not found), answer as usual.
+    fn through_readonly_mounts(&self, path: &[u8], flags: i32) -> Option<OwnedFd> {
+        let parts = || {
+            path.split(|&b| b == b'/')
+                .filter(|c| !c.is_empty() && *c != b".")
+        };
+        if parts().any(|c| c == b"..") {
+            return None;
+        }
+        let fd = self.open_in(path, flags, 0, RESOLVE_NO_SYMLINKS).ok()?;
+        if !on_readonly_mount(&fd) {
+            return None;
+        }
+        let mut prefix = Vec::with_capacity(path.len());
+        for c in parts() {
+            prefix.push(b'/');
+            prefix.extend_from_slice(c);
+            let step = self
+                .open_in(
+                    &prefix,
+                    libc::O_PATH | libc::O_NOFOLLOW,
+                    0,
+                    RESOLVE_NO_SYMLINKS,
+                )
+                .ok()?;
+            if mount_root(&step)? && !on_readonly_mount(&step) {
+                return None;
+            }
+        }
+        Some(fd)
     }
 
     /// The parent directory of `path` and its last name.
@@ -200,6 +246,29 @@ impl Rootfs {
         let name = CString::new(name).map_err(|_| Err(libc::EINVAL))?;
         Ok(Parent { dir, name })
     }
+}
+
+/// Whether `fd` is the root of a mount; `None` if the kernel cannot say.
+fn mount_root(fd: &OwnedFd) -> Option<bool> {
+    let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: valid fd, empty path with AT_EMPTY_PATH, a buffer of the
+    // size of `struct statx`.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            0,
+            sx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statx filled the buffer (it returned 0); it was zeroed before.
+    let sx = unsafe { sx.assume_init() };
+    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT != 0)
+        .then_some(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT != 0)
 }
 
 /// `/proc/self/fd/N` of `fd`: a path naming exactly the object `fd` holds.

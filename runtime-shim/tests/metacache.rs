@@ -1,8 +1,9 @@
 //! The guest's cache of frozen rootfs metadata (docs/coldstart.md): the
 //! `metacache` test program stats, opens, reads, seeks, creates, renames,
 //! chmods, truncates and unlinks files, and re-stats them, on an image
-//! directory `/img` and a writable bind mount `/w` (also reached as
-//! `/img/tow`, a symlink from the image into the mount), in the same OCI
+//! directory `/img`, a writable bind mount `/w` (also reached as
+//! `/img/tow`, a symlink from the image into the mount) and a read-only
+//! bind mount `/r`, in the same OCI
 //! bundle under runc (the reference) and qrun; the output and exit status
 //! must match. With `root.readonly` the image's lookups are frozen and
 //! cached by the guest; a file the host creates in `/w` while the program
@@ -26,8 +27,8 @@ use common::{Outcome, assert_same, require_kvm};
 use serde_json::json;
 
 /// The bundle: `/metacache MODE`, the image directory, `/w` bound from
-/// `w` (a host directory).
-fn make_bundle(b: &Path, w: &Path, readonly: bool) {
+/// `w` (a host directory) and `/r` bound read-only from `r`.
+fn make_bundle(b: &Path, w: &Path, r: &Path, readonly: bool) {
     let prog = test_apps::path("metacache");
     let mode = if readonly { "ro" } else { "rw" };
     bundle(b, &[("/metacache", &prog)], &["/metacache", mode], |c| {
@@ -39,10 +40,18 @@ fn make_bundle(b: &Path, w: &Path, readonly: bool) {
             "source": w.to_string_lossy(),
             "options": ["rbind", "rw"],
         }));
+        mounts.push(json!({
+            "destination": "/r",
+            "type": "bind",
+            "source": r.to_string_lossy(),
+            "options": ["rbind", "ro"],
+        }));
     });
     let img = b.join("rootfs/img");
     std::fs::create_dir_all(img.join("sub")).expect("mkdir img/sub");
     std::fs::create_dir_all(b.join("rootfs/w")).expect("mkdir w");
+    std::fs::create_dir_all(b.join("rootfs/r")).expect("mkdir r");
+    std::fs::write(r.join("f"), "read-only bind\n").expect("write r/f");
     std::fs::write(img.join("data.txt"), "0123456789abcdefghij\n").expect("write data.txt");
     std::os::unix::fs::symlink("../w", img.join("tow")).expect("symlink tow");
 }
@@ -79,7 +88,8 @@ fn compare(readonly: bool) {
     };
     let b = TempDir::new(tag);
     let w = TempDir::new(&format!("{tag}-w"));
-    make_bundle(&b.0, &w.0, readonly);
+    let r = TempDir::new(&format!("{tag}-r"));
+    make_bundle(&b.0, &w.0, &r.0, readonly);
     let host_dir: PathBuf = if readonly {
         w.0.clone()
     } else {

@@ -1,7 +1,7 @@
 /* metacache MODE: file metadata seen again after changes, for the guest's
  * cache of frozen rootfs metadata (docs/coldstart.md). Runs in a container
  * whose rootfs holds /img (data.txt, sub/, the symlink tow -> ../w) and
- * whose /w is a writable bind mount. MODE "ro": the root is read-only
+ * whose /w is a writable bind mount and /r a read-only one. MODE "ro": the root is read-only
  * (root.readonly), so lookups under /img are frozen and may be cached;
  * "rw": it is not, nothing is cached. Every check is one stable line;
  * `runtime-shim/tests/metacache.rs` compares the output with runc's.
@@ -180,6 +180,25 @@ static void changes(void) {
     list_line("list w at the end", "/w");
 }
 
+/* Lookups through /r, a read-only bind mount (frozen too on a read-only
+ * root: only read-only mounts are crossed). */
+static void readonly_bind(void) {
+    stat_line("stat r/f", "/r/f");
+    stat_line("stat r/f again", "/r/f");
+    stat_line("stat r", "/r");
+    stat_line("stat r/none", "/r/none");
+    stat_line("stat r/none again", "/r/none");
+    stat_line("stat r/../img/data.txt", "/r/../img/data.txt");
+    err_line("mkdir in r", mkdir("/r/x", 0755), EROFS);
+    int fd = open("/r/f", O_RDONLY);
+    ok_line("open r/f", fd);
+    char buf[64];
+    rc_line("read r/f", read(fd, buf, sizeof buf));
+    rc_line("read r/f at eof", read(fd, buf, sizeof buf));
+    close(fd);
+    list_line("list r", "/r");
+}
+
 /* A file the host creates while the program runs is seen. */
 static void host_side(const char *dir) {
     char hostfile[64], ready[64];
@@ -206,6 +225,7 @@ int main(int argc, char **argv) {
     int ro = argc > 1 && strcmp(argv[1], "ro") == 0;
     setvbuf(stdout, NULL, _IONBF, 0);
     image(ro);
+    readonly_bind();
     changes();
     host_side(ro ? "/w" : "/img");
     line("done");

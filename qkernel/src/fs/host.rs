@@ -27,16 +27,17 @@ pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
 }
 
 fn open_with(path: &str, flags: u32, mode: u32, stat_gpa: u64) -> Result<i32, Errno> {
-    if flags & (O_CREAT | O_TRUNC | O_TMPFILE) != 0 {
-        frozen::forget_all();
-    }
     let path = crate::fs::path::to_bytes(path);
     let (gpa, len) = hostcall::buf(&path);
     let rc = hostcall::call(
         Call::Open,
         [gpa, len, u64::from(flags), u64::from(mode), stat_gpa, 0],
     );
-    host_result(rc).map(|fd| fd as i32)
+    let r = host_result(rc);
+    if flags & (O_CREAT | O_TRUNC | O_TMPFILE) != 0 {
+        changed(&r);
+    }
+    r.map(|fd| fd as i32)
 }
 
 /// [`open`], with the frozen metadata of the file when it has some
@@ -96,15 +97,26 @@ pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult 
 
 /// A `Path` op on `path` with extra arguments `a3..a5`.
 pub fn path_op(op: u64, path: &str, a3: u64, a4: u64, a5: u64) -> SysResult {
+    let bytes = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&bytes);
+    let r = host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]));
     if !matches!(
         op,
         pathop::STATX | pathop::READLINK | pathop::ACCESS | pathop::STATFS | pathop::SYNCFS
     ) {
+        changed(&r);
+    }
+    r
+}
+
+/// After a call that may have changed the namespace or metadata: the
+/// frozen lookups are forgotten, unless it was refused with `EROFS`
+/// (Python tries to write `__pycache__` on a read-only image at every
+/// import of a module without one).
+fn changed(r: &SysResult) {
+    if *r != Err(Errno::EROFS) {
         frozen::forget_all();
     }
-    let path = crate::fs::path::to_bytes(path);
-    let (gpa, len) = hostcall::buf(&path);
-    host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]))
 }
 
 /// A `Path` op naming a second path (rename, link, symlink).
