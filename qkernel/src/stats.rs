@@ -189,4 +189,6 @@ pub fn report() {
         }
     }
     send(&mut line);
+    crate::fs::frozen::report(&mut line);
+    send(&mut line);
 }

@@ -11,7 +11,10 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 17;
+pub const ABI_VERSION: u64 = 18;
+
+/// Most extra fds one `Call::Close` closes.
+pub const MAX_CLOSE_BATCH: u64 = 64;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -157,10 +160,13 @@ pub enum Call {
     /// vCPU and read [`ControlPage::slice_watch`] = 0. No arguments.
     SliceWatch = 15,
     /// Open a path inside the rootfs: `args[0..2]` = GPA and length of an
-    /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode.
+    /// absolute path, `args[2]` = Linux open flags, `args[3]` = mode,
+    /// `args[4]` = GPA of a [`crate::io_abi::OpenStat`] to fill (0 = none).
     /// Returns a host fd owned by the sandbox. See [`crate::io_abi`].
     Open = 16,
-    /// Close a host fd of the sandbox: `args[0]` = fd.
+    /// Close a host fd of the sandbox: `args[0]` = fd; `args[1..3]` = GPA
+    /// and count (at most [`MAX_CLOSE_BATCH`]) of an `i32` array of more
+    /// fds to close with it (count 0: none). Returns 0 or the first error.
     Close = 17,
     /// Read or write a host fd: `args[0]` = fd, `args[1..3]` = [`IoVec`]
     /// list, `args[3]` = file offset or `u64::MAX` for the current one,

@@ -10,6 +10,21 @@
 //! guest call that must block passes [`io::BLOCK`] and the VMM waits for
 //! readiness itself (with the control eventfd, so a control request cuts
 //! the wait short with `RET_RESTART`). Results are `>= 0` or `-errno`.
+//!
+//! ## Frozen answers
+//! When the rootfs's root mount is read-only (`root.readonly`), the VMM
+//! resolves [`path::STATX`] paths with `RESOLVE_NO_XDEV` first: a
+//! resolution that never left that mount (no writable bind or tmpfs mount
+//! crossed, through `..` or a symlink either) gives an answer that nothing
+//! in the sandbox can change. So does one that crosses only read-only
+//! mounts, when the path has no `..` and no symlink (it then walks its
+//! lexical prefixes: each mount root among them, and the object's own
+//! mount, must be read-only); found only. The image is assumed not to change
+//! underneath on the host while the container runs (an image layer, as
+//! gVisor's default exclusive file access assumes). The guest may cache
+//! such answers, found or `ENOENT`; anything else is answered uncached.
+//! [`OpenStat::frozen`] says the same of an opened file on any read-only
+//! mount: its size, mode and times cannot change.
 
 /// Flags of `Call::Io` and `Call::Msg` (`args[4]`, low 32 bits).
 pub mod io {
@@ -19,10 +34,23 @@ pub mod io {
     pub const BLOCK: u64 = 1 << 1;
 }
 
+/// Results of [`path::STATX`] that may be cached (module doc, "Frozen answers").
+pub mod frozen {
+    /// Found, and the whole resolution of the path stayed on the read-only
+    /// root mount: the guest may keep the record.
+    pub const FOUND: u64 = 1;
+    /// The path does not exist (the buffer is untouched), and its
+    /// resolution stayed on the read-only root mount up to the missing
+    /// name: the guest may remember the `ENOENT`.
+    pub const MISSING: u64 = 2;
+}
+
 /// `Call::Path` ops. The path is `args[1]` (GPA) and `args[2]` (length).
 pub mod path {
     /// `statx` of the path into a 256-byte `struct statx` at GPA `args[4]`;
-    /// `args[3]` = 1 to not follow a final symlink.
+    /// `args[3]` = 1 to not follow a final symlink. Returns 0, or
+    /// [`super::frozen::FOUND`] / [`super::frozen::MISSING`] when the
+    /// answer can never change (see the module doc, "Frozen answers").
     pub const STATX: u64 = 1;
     /// `mkdir`: `args[3]` = mode.
     pub const MKDIR: u64 = 2;
@@ -63,6 +91,29 @@ pub mod path {
     pub const SYNCFS: u64 = 15;
     /// `mknod` of a FIFO: `args[3]` = mode (umask applied).
     pub const MKFIFO: u64 = 16;
+}
+
+/// What `Call::Open` writes at GPA `args[4]` when that is not 0: the
+/// opened file's `struct statx` and whether its metadata is frozen (the
+/// file lives on a read-only mount: size, mode and times cannot change
+/// while the container runs, see the module doc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OpenStat {
+    /// `struct statx` of the opened file.
+    pub statx: [u8; 256],
+    /// 1 if frozen, else 0.
+    pub frozen: u64,
+}
+const _: () = assert!(core::mem::size_of::<OpenStat>() == 264);
+
+impl Default for OpenStat {
+    fn default() -> Self {
+        Self {
+            statx: [0; 256],
+            frozen: 0,
+        }
+    }
 }
 
 /// Size of the x86-64 `struct statfs` that [`path::STATFS`] and

@@ -18,6 +18,10 @@ use std::path::Path;
 pub const PATH_MAX: usize = 4096;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_XDEV: u64 = 0x01;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `statx` attribute: the object is the root of a mount.
+const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -31,6 +35,19 @@ struct OpenHow {
 #[derive(Debug)]
 pub struct Rootfs {
     dir: OwnedFd,
+    /// The root mount is read-only: lookups that stay on it are frozen
+    /// (`qlib::io_abi`, "Frozen answers").
+    readonly: bool,
+}
+
+/// Whether `fd` lies on a read-only mount (`fstatvfs`); `false` if unknown.
+pub fn on_readonly_mount(fd: &OwnedFd) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: valid fd and a buffer of the size of `struct statvfs`.
+    let rc = unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) };
+    // SAFETY: fstatvfs filled the buffer when it returned 0; it was zeroed
+    // before, and all-zero is a valid `statvfs` anyway.
+    rc == 0 && unsafe { st.assume_init() }.f_flag & libc::ST_RDONLY != 0
 }
 
 /// The last component of a path and the directory holding it.
@@ -73,15 +90,17 @@ impl Rootfs {
         }
         // SAFETY: fd is a fresh descriptor we own.
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Self { dir })
+        let readonly = on_readonly_mount(&dir);
+        Ok(Self { dir, readonly })
     }
 
     /// `openat2` of `path` inside the root; `Err(errno)`.
     pub fn open_at(&self, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
-        self.open_in(&self.dir, path, flags, mode)
+        self.open_in(path, flags, mode, 0)
     }
 
-    fn open_in(&self, dir: &OwnedFd, path: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+    fn open_in(&self, path: &[u8], flags: i32, mode: u32, extra: u64) -> Result<OwnedFd, i32> {
+        let dir = &self.dir;
         if path.len() > PATH_MAX {
             return Err(libc::ENAMETOOLONG);
         }
@@ -98,7 +117,7 @@ impl Rootfs {
             } else {
                 0
             },
-            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra,
         };
         for _ in 0..16 {
             // SAFETY: valid dirfd, NUL-terminated path and an open_how of
@@ -135,6 +154,77 @@ impl Rootfs {
         self.open_at(path, flags, 0)
     }
 
+    /// [`Rootfs::object`], and whether the answer is frozen: on a
+    /// read-only root, a resolution that never left the root mount
+    /// (`RESOLVE_NO_XDEV`) cannot change while the container runs, found
+    /// or `ENOENT` (`qlib::io_abi`, "Frozen answers"). `Err((errno,
+    /// frozen))`.
+    pub fn object_frozen(
+        &self,
+        path: &[u8],
+        nofollow: bool,
+    ) -> Result<(OwnedFd, bool), (i32, bool)> {
+        let mut flags = libc::O_PATH;
+        if nofollow {
+            flags |= libc::O_NOFOLLOW;
+        }
+        if self.readonly {
+            match self.open_in(path, flags, 0, RESOLVE_NO_XDEV) {
+                Ok(fd) => return Ok((fd, true)),
+                Err(libc::ENOENT) => return Err((libc::ENOENT, true)),
+                // Another mount was crossed: frozen still when every
+                // mount crossed is read-only (below), else answered as
+                // usual.
+                Err(libc::EXDEV) => {
+                    if let Some(fd) = self.through_readonly_mounts(path, flags) {
+                        return Ok((fd, true));
+                    }
+                }
+                Err(e) => return Err((e, false)),
+            }
+        }
+        self.open_at(path, flags, 0)
+            .map(|fd| (fd, false))
+            .map_err(|e| (e, false))
+    }
+
+    /// The object at `path` when its resolution crosses only read-only
+    /// mounts (a read-only bind such as FunctionBench's `/functionbench`):
+    /// the path has no `..` and resolves without any symlink, so it walks
+    /// exactly its lexical prefixes, and each prefix that is a mount root
+    /// must be on a read-only mount (the final object's own mount too).
+    /// `None`: not so (or not found), answer as usual.
+    fn through_readonly_mounts(&self, path: &[u8], flags: i32) -> Option<OwnedFd> {
+        let parts = || {
+            path.split(|&b| b == b'/')
+                .filter(|c| !c.is_empty() && *c != b".")
+        };
+        if parts().any(|c| c == b"..") {
+            return None;
+        }
+        let fd = self.open_in(path, flags, 0, RESOLVE_NO_SYMLINKS).ok()?;
+        if !on_readonly_mount(&fd) {
+            return None;
+        }
+        let mut prefix = Vec::with_capacity(path.len());
+        for c in parts() {
+            prefix.push(b'/');
+            prefix.extend_from_slice(c);
+            let step = self
+                .open_in(
+                    &prefix,
+                    libc::O_PATH | libc::O_NOFOLLOW,
+                    0,
+                    RESOLVE_NO_SYMLINKS,
+                )
+                .ok()?;
+            if mount_root(&step)? && !on_readonly_mount(&step) {
+                return None;
+            }
+        }
+        Some(fd)
+    }
+
     /// The parent directory of `path` and its last name.
     pub fn parent(&self, path: &[u8]) -> Result<Parent, Result<SpecialName, i32>> {
         let trimmed = trim_trailing_slashes(path);
@@ -156,6 +246,29 @@ impl Rootfs {
         let name = CString::new(name).map_err(|_| Err(libc::EINVAL))?;
         Ok(Parent { dir, name })
     }
+}
+
+/// Whether `fd` is the root of a mount; `None` if the kernel cannot say.
+fn mount_root(fd: &OwnedFd) -> Option<bool> {
+    let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: valid fd, empty path with AT_EMPTY_PATH, a buffer of the
+    // size of `struct statx`.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            0,
+            sx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statx filled the buffer (it returned 0); it was zeroed before.
+    let sx = unsafe { sx.assume_init() };
+    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT != 0)
+        .then_some(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT != 0)
 }
 
 /// `/proc/self/fd/N` of `fd`: a path naming exactly the object `fd` holds.
@@ -194,6 +307,24 @@ mod tests {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut f, &mut s).expect("read");
         s
+    }
+
+    #[test]
+    fn a_writable_root_is_never_frozen() {
+        let (base, root) = tree("frozen");
+        assert!(!root.readonly);
+        let (fd, frozen) = root.object_frozen(b"/dir/file", false).unwrap();
+        assert!(!frozen);
+        assert_eq!(
+            read(root.open_at(b"/dir/file", libc::O_RDONLY, 0).unwrap()),
+            "inside"
+        );
+        drop(fd);
+        assert_eq!(
+            root.object_frozen(b"/dir/none", false).unwrap_err(),
+            (libc::ENOENT, false)
+        );
+        let _ = fs::remove_dir_all(base);
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub const ALL: &[&str] = &[
     // thread switches (smp.rs: the kernel keeps its per-CPU base in GS).
     "gsbase",
     "fileops",
+    // Metadata seen again after changes, frozen rootfs cache (metacache.rs).
+    "metacache",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",
     // Writable MAP_SHARED file mappings, native vs sandbox (filemap).

@@ -5,11 +5,17 @@
 use alloc::vec::Vec;
 
 use qlib::abi::{Call, IoVec};
-use qlib::io_abi::{SockAddr, fd as fdop, path as pathop};
+use qlib::io_abi::{OpenStat, SockAddr, fd as fdop, frozen as frozen_rc, path as pathop};
+
+use crate::fs::frozen::{self, FrozenFile};
 
 use crate::errno::{Errno, SysResult, host_result};
 use crate::hostcall;
 use crate::mm::kva_to_gpa;
+
+const O_CREAT: u32 = 0o100;
+const O_TRUNC: u32 = 0o1000;
+const O_TMPFILE: u32 = 0o20000000;
 
 fn gpa_of<T>(v: &T) -> u64 {
     kva_to_gpa(v as *const T as u64)
@@ -17,13 +23,34 @@ fn gpa_of<T>(v: &T) -> u64 {
 
 /// Opens the absolute rootfs `path`; returns the host fd.
 pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
+    open_with(path, flags, mode, 0)
+}
+
+fn open_with(path: &str, flags: u32, mode: u32, stat_gpa: u64) -> Result<i32, Errno> {
     let path = crate::fs::path::to_bytes(path);
     let (gpa, len) = hostcall::buf(&path);
     let rc = hostcall::call(
         Call::Open,
-        [gpa, len, u64::from(flags), u64::from(mode), 0, 0],
+        [gpa, len, u64::from(flags), u64::from(mode), stat_gpa, 0],
     );
-    host_result(rc).map(|fd| fd as i32)
+    let r = host_result(rc);
+    if flags & (O_CREAT | O_TRUNC | O_TMPFILE) != 0 {
+        changed(&r);
+    }
+    r.map(|fd| fd as i32)
+}
+
+/// [`open`], with the frozen metadata of the file when it has some
+/// (`qlib::io_abi`, "Frozen answers").
+pub fn open_stat(path: &str, flags: u32, mode: u32) -> Result<(i32, Option<FrozenFile>), Errno> {
+    let st = OpenStat::default();
+    let fd = open_with(path, flags, mode, gpa_of(&st))?;
+    // SAFETY: the VMM wrote the record behind the compiler's back.
+    let st = unsafe { core::ptr::read_volatile(&st) };
+    Ok((
+        fd,
+        (st.frozen == 1).then(|| FrozenFile::new(&st.statx, flags)),
+    ))
 }
 
 /// Closes a host fd.
@@ -31,6 +58,35 @@ pub fn close(fd: i32) {
     crate::task::park::fd_closed(fd);
     crate::syscalls::unix_closed(fd);
     hostcall::call(Call::Close, [fd as u64, 0, 0, 0, 0, 0]);
+}
+
+/// Host fds whose close is put off ([`close_later`]).
+static LATER: spin::Mutex<([i32; CLOSE_BATCH], usize)> = spin::Mutex::new(([0; CLOSE_BATCH], 0));
+/// How many closes [`close_later`] gathers into one host call.
+const CLOSE_BATCH: usize = 16;
+
+/// Closes a host fd that nothing outside the guest can tell is still open
+/// (a read-only open of a frozen file: no writes to flush, no host lock —
+/// the guest grants record locks and `flock` itself): the close is put off
+/// and done with the next [`CLOSE_BATCH`] - 1 others in one host call.
+/// The fd number is never reused meanwhile (the VMM still holds it).
+pub fn close_later(fd: i32) {
+    crate::task::park::fd_closed(fd);
+    // A copy on the stack (physically contiguous, as every host-call
+    // buffer), taken without holding the lock across the call.
+    let batch = {
+        let mut later = LATER.lock();
+        let (fds, n) = &mut *later;
+        if *n < CLOSE_BATCH {
+            fds[*n] = fd;
+            *n += 1;
+            return;
+        }
+        *n = 0;
+        *fds
+    };
+    let gpa = gpa_of(&batch);
+    hostcall::call(Call::Close, [fd as u64, gpa, CLOSE_BATCH as u64, 0, 0, 0]);
 }
 
 /// Reads or writes host fd `fd` with guest-physical iovecs.
@@ -42,9 +98,26 @@ pub fn io(fd: i32, iov: &[IoVec], offset: Option<u64>, flags: u64) -> SysResult 
 
 /// A `Path` op on `path` with extra arguments `a3..a5`.
 pub fn path_op(op: u64, path: &str, a3: u64, a4: u64, a5: u64) -> SysResult {
-    let path = crate::fs::path::to_bytes(path);
-    let (gpa, len) = hostcall::buf(&path);
-    host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]))
+    let bytes = crate::fs::path::to_bytes(path);
+    let (gpa, len) = hostcall::buf(&bytes);
+    let r = host_result(hostcall::call(Call::Path, [op, gpa, len, a3, a4, a5]));
+    if !matches!(
+        op,
+        pathop::STATX | pathop::READLINK | pathop::ACCESS | pathop::STATFS | pathop::SYNCFS
+    ) {
+        changed(&r);
+    }
+    r
+}
+
+/// After a call that may have changed the namespace or metadata: the
+/// frozen lookups are forgotten, unless it was refused with `EROFS`
+/// (Python tries to write `__pycache__` on a read-only image at every
+/// import of a module without one).
+fn changed(r: &SysResult) {
+    if *r != Err(Errno::EROFS) {
+        frozen::forget_all();
+    }
 }
 
 /// A `Path` op naming a second path (rename, link, symlink).
@@ -54,12 +127,25 @@ pub fn path_op2(op: u64, path: &str, other: &str, a5: u64) -> SysResult {
     path_op(op, path, gpa, len, a5)
 }
 
-/// `statx` of a path into a kernel buffer.
+/// `statx` of a path into a kernel buffer; a frozen answer is kept and
+/// given again without a host call (`frozen`).
 pub fn statx_path(path: &str, nofollow: bool) -> Result<[u8; 256], Errno> {
+    if let Some(answer) = frozen::cached(path, nofollow) {
+        return answer;
+    }
     let buf = [0u8; 256];
-    path_op(pathop::STATX, path, u64::from(nofollow), gpa_of(&buf), 0)?;
+    let rc = path_op(pathop::STATX, path, u64::from(nofollow), gpa_of(&buf), 0)?;
     // SAFETY: the VMM wrote the buffer behind the compiler's back.
-    Ok(unsafe { core::ptr::read_volatile(&buf) })
+    let sx = unsafe { core::ptr::read_volatile(&buf) };
+    match rc as u64 {
+        frozen_rc::FOUND => frozen::remember(path, nofollow, Some(&sx)),
+        frozen_rc::MISSING => {
+            frozen::remember(path, nofollow, None);
+            return Err(Errno::ENOENT);
+        }
+        _ => {}
+    }
+    Ok(sx)
 }
 
 /// The VMM may have written `buf` in place: one volatile read of its first

@@ -7,6 +7,7 @@
 //! host fd.
 
 pub mod console;
+pub mod frozen;
 pub mod host;
 pub mod ldisc;
 pub mod netlink;
@@ -95,15 +96,29 @@ pub struct File {
     /// The absolute path it was opened by (for `*at` calls, `fchdir` and
     /// `/proc/self/fd`), or a description such as `pipe:[3]`.
     pub path: String,
+    /// A rootfs file whose metadata cannot change (`frozen`): its statx
+    /// from the open, and the host fd's offset as far as the guest knows.
+    pub frozen: Option<frozen::FrozenFile>,
 }
 
 impl File {
     /// A new open file.
     pub fn new(backing: Backing, flags: u32, path: String) -> Arc<File> {
+        Self::with_frozen(backing, flags, path, None)
+    }
+
+    /// A new open file with frozen metadata (or none).
+    pub fn with_frozen(
+        backing: Backing,
+        flags: u32,
+        path: String,
+        frozen: Option<frozen::FrozenFile>,
+    ) -> Arc<File> {
         Arc::new(File {
             backing,
             flags: Mutex::new(flags & !O_CLOEXEC),
             path,
+            frozen,
         })
     }
 
@@ -182,7 +197,12 @@ impl Drop for File {
             if kind == HostKind::Epoll {
                 crate::syscalls::epoll_guest::epoll_closed(fd);
             }
-            host::close(fd);
+            let read_only = *self.flags.lock() & O_ACCMODE == O_RDONLY;
+            if kind == HostKind::File && self.frozen.is_some() && read_only {
+                host::close_later(fd);
+            } else {
+                host::close(fd);
+            }
         }
     }
 }

@@ -126,9 +126,22 @@ pub fn transfer(
             } else {
                 None
             };
+            // A frozen regular file read at its offset: the guest follows
+            // the offset and knows where the file ends.
+            let frozen = file.frozen.as_ref().filter(|_| offset.is_none());
+            if !write && frozen.is_some_and(|z| z.at_eof()) {
+                return Ok(0);
+            }
             let r = host_transfer(p, bufs, write, |iov, done| {
                 host::io(*fd, iov, offset.map(|o| o + done), flags)
             });
+            if let Some(z) = frozen {
+                match r {
+                    Ok(n) if !write => z.advanced(n as u64),
+                    Ok(_) => z.set(None),
+                    Err(_) => {}
+                }
+            }
             if write {
                 crate::mm::sharedfile::after_write(object);
             }

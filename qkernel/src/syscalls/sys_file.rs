@@ -29,12 +29,15 @@ pub fn open_path(p: &mut Process, abs: String, flags: u32, mode: u32) -> Result<
             } else {
                 0
             };
-            let fd = host::open(&abs, flags, mode)?;
+            if flags & O_CREAT == 0 && vfs::frozen::missing(&abs, flags & O_NOFOLLOW != 0) {
+                return Err(Errno::ENOENT);
+            }
+            let (fd, frozen) = host::open_stat(&abs, flags, mode)?;
             let backing = Backing::Host {
                 fd,
                 kind: HostKind::File,
             };
-            Ok(File::new(backing, flags, norm))
+            Ok(File::with_frozen(backing, flags, norm, frozen))
         }
         Node::Missing => Err(if flags & O_CREAT != 0 {
             Errno::EACCES
@@ -160,7 +163,21 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
         Backing::Host {
             fd,
             kind: HostKind::File,
-        } => host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0),
+        } => {
+            let frozen = f.frozen.as_ref();
+            // SEEK_CUR by 0: `tell`.
+            if a[1] == 0
+                && a[2] == 1
+                && let Some(pos) = frozen.and_then(|z| z.tell())
+            {
+                return Ok(pos as usize);
+            }
+            let r = host::fd_op(fdop::LSEEK, *fd, a[1], a[2], 0, 0);
+            if let Some(z) = frozen {
+                z.set(r.ok().map(|p| p as u64));
+            }
+            r
+        }
         Backing::Host { .. } | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => {
             Err(Errno::ESPIPE)
         }
@@ -425,6 +442,10 @@ pub fn sendfile(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL);
     };
     crate::mm::sharedfile::before_io(&input);
+    if let Some(z) = &input.frozen {
+        // The VMM moves the host offset.
+        z.set(None);
+    }
     // To a socket or pipe that would block, with other tasks around, the
     // task parks (its reader may be one of them) instead of blocking the
     // vCPU in the host.

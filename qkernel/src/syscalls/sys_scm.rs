@@ -161,6 +161,10 @@ pub fn send_with_rights(
     // sent (the socket holds its own reference).
     let mut tokens = Vec::new();
     for (i, file) in files.iter().enumerate() {
+        if let Some(z) = &file.frozen {
+            // Whoever receives it may move the host offset.
+            z.set(None);
+        }
         let hf = match file.host_fd() {
             Some(hf) => hf,
             None => match host::new_fd(qlib::io_abi::new::MEMFD, 0, 0, 0) {

@@ -23,7 +23,10 @@ fn statx_fd(p: &mut Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
 /// statx of an open file.
 fn statx_file(p: &mut Process, f: &crate::fs::File) -> Result<[u8; STATX_SIZE], Errno> {
     match &f.backing {
-        Backing::Host { fd, .. } => host::statx_fd(*fd),
+        Backing::Host { fd, .. } => match &f.frozen {
+            Some(z) => Ok(z.statx()),
+            None => host::statx_fd(*fd),
+        },
         Backing::Special(s) => Ok(special::statx_open(p, s)),
         Backing::Pipe(end) => Ok(crate::fs::stat::synthetic_statx(
             crate::fs::stat::S_IFIFO | 0o600,

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use qlib::io_abi::{fd as fdop, io, path as pathop};
+use qlib::io_abi::{OpenStat, fd as fdop, frozen, io, path as pathop};
 
 use super::sys::{err, ret};
 use super::{HostCalls, fifo};
@@ -31,15 +31,37 @@ impl HostCalls<'_> {
         Ok(buf)
     }
 
-    pub(super) fn open(&mut self, gpa: u64, len: u64, flags: u64, mode: u64) -> i64 {
+    /// `Open`; with `stat_out` != 0, the opened file's [`OpenStat`] is
+    /// written there (checked before anything is opened).
+    pub(super) fn open(&mut self, a: [u64; 6]) -> i64 {
+        let (gpa, len, flags, mode, stat_out) = (a[0], a[1], a[2], a[3], a[4]);
         let path = match self.path(gpa, len) {
             Ok(p) => p,
             Err(e) => return e,
         };
-        match self.open_inner(&path, flags as i32, mode as u32) {
-            Ok(fd) => self.fds.adopt(fd),
-            Err(e) => e,
+        let size = size_of::<OpenStat>() as u64;
+        if stat_out != 0 && self.ram.check_range(stat_out, size).is_err() {
+            return EFAULT;
         }
+        let fd = match self.open_inner(&path, flags as i32, mode as u32) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        if stat_out != 0 {
+            // `OpenStat`: the statx record, then `frozen` as a u64.
+            let mut statx = [0u8; STATX_SIZE];
+            let rc = statx_raw(fd.as_raw_fd(), &mut statx);
+            if rc < 0 {
+                return ret(rc);
+            }
+            let frozen = u64::from(crate::rootfs::on_readonly_mount(&fd));
+            let wrote = self.ram.write_bytes(stat_out, &statx).is_ok()
+                && self.ram.write(stat_out + STATX_SIZE as u64, frozen).is_ok();
+            if !wrote {
+                return EFAULT;
+            }
+        }
+        self.fds.adopt(fd)
     }
 
     /// Opens `path` for the guest without ever waiting in the host's
@@ -147,8 +169,25 @@ impl HostCalls<'_> {
         ranges.len() as i64
     }
 
-    pub(super) fn close(&mut self, fd: u64) -> i64 {
-        self.fds.close(fd)
+    /// `Close`: `fd`, then the `count` fds of the `i32` array at `list`.
+    pub(super) fn close(&mut self, fd: u64, list: u64, count: u64) -> i64 {
+        let mut first = self.fds.close(fd);
+        if count == 0 {
+            return first;
+        }
+        if count > qlib::abi::MAX_CLOSE_BATCH || self.ram.check_range(list, count * 4).is_err() {
+            return if first < 0 { first } else { EFAULT };
+        }
+        for i in 0..count {
+            let r = match self.ram.read::<i32>(list + i * 4) {
+                Ok(more) => self.fds.close(more as u32 as u64),
+                Err(_) => EFAULT,
+            };
+            if first == 0 {
+                first = r;
+            }
+        }
+        first
     }
 
     /// `Io`: read or write `fd` with the guest iovec list.
@@ -202,10 +241,14 @@ impl HostCalls<'_> {
             })
         };
         Ok(match op {
-            pathop::STATX => {
-                let fd = self.root.object(path, a[3] == 1).map_err(err)?;
-                self.statx_into(fd.as_raw_fd(), a[4])
-            }
+            pathop::STATX => match self.root.object_frozen(path, a[3] == 1) {
+                Ok((fd, frozen)) => match self.statx_into(fd.as_raw_fd(), a[4]) {
+                    0 if frozen => frozen::FOUND as i64,
+                    r => r,
+                },
+                Err((libc::ENOENT, true)) => frozen::MISSING as i64,
+                Err((e, _)) => return Err(err(e)),
+            },
             pathop::MKDIR => {
                 let p = parent(path, libc::EEXIST, libc::EEXIST)?;
                 // SAFETY: valid dirfd and NUL-terminated name.
@@ -423,18 +466,7 @@ impl HostCalls<'_> {
     /// `statx` of `fd` into the guest's 256 bytes at `out`.
     fn statx_into(&self, fd: i32, out: u64) -> i64 {
         let mut buf = [0u8; STATX_SIZE];
-        // SAFETY: valid fd, empty path with AT_EMPTY_PATH, and a buffer of
-        // the size of `struct statx`.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_statx,
-                fd,
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
-                STATX_MASK,
-                buf.as_mut_ptr(),
-            )
-        };
+        let rc = statx_raw(fd, &mut buf);
         if rc < 0 {
             return ret(rc);
         }
@@ -560,4 +592,20 @@ fn set_nonblock(fd: &OwnedFd, on: bool) -> Result<(), i64> {
         return Err(ret(-1));
     }
     Ok(())
+}
+
+/// `statx` of `fd` into `buf`; the raw syscall result.
+fn statx_raw(fd: i32, buf: &mut [u8; STATX_SIZE]) -> i64 {
+    // SAFETY: valid fd, empty path with AT_EMPTY_PATH, and a buffer of
+    // the size of `struct statx`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+            STATX_MASK,
+            buf.as_mut_ptr(),
+        )
+    }
 }

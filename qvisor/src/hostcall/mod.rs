@@ -199,8 +199,8 @@ impl<'a> HostCalls<'a> {
             }
             Some(Call::Reclaim) => self.reclaim(a[0], a[1], a[2]),
             Some(Call::Poll) => self.poll(a[0], a[1], a[2]),
-            Some(Call::Open) => self.open(a[0], a[1], a[2], a[3]),
-            Some(Call::Close) => self.close(a[0]),
+            Some(Call::Open) => self.open(a),
+            Some(Call::Close) => self.close(a[0], a[1], a[2]),
             Some(Call::Io) => self.io(a[0], a[1], a[2], a[3], a[4]),
             Some(Call::Path) => self.path_op(a),
             Some(Call::Fd) => self.fd_op(a),
