@@ -87,6 +87,7 @@ pub fn yield_now() {
 /// host meanwhile). `None`: nothing can ever run.
 fn next_task() -> Option<u32> {
     loop {
+        super::jobctl::run_deferred();
         {
             let mut k = KERNEL.lock();
             // Timers do not wake a hibernated sandbox: deadlines that
@@ -104,6 +105,7 @@ fn next_task() -> Option<u32> {
         let futex_deadline = super::futex::next_deadline();
         if super::park::any()
             || super::offload::any_away()
+            || super::jobctl::any_stopped(&KERNEL.lock())
             || futex_deadline != super::timers::NEVER
             || super::timers::next_deadline() != super::timers::NEVER
         {
@@ -137,6 +139,22 @@ pub fn block_current() -> Result<(), Errno> {
                 t.state = State::Running;
             }
             Err(EDEADLK)
+        }
+    }
+}
+
+/// Lets other tasks run while the current one is not runnable (its
+/// state set by the caller: stopped). With nothing to run the vCPU waits
+/// in the host for what may make a task runnable (a control request).
+pub fn run_others() {
+    match next_task() {
+        Some(next) => switch(next),
+        None => {
+            let me = current_pid();
+            log::error!("task {me}: stopped with nothing to wait for");
+            if let Some(t) = KERNEL.lock().tasks.get_mut(&me) {
+                t.state = State::Running;
+            }
         }
     }
 }
@@ -225,6 +243,7 @@ pub fn switch(next: u32) {
             process::activate(&p.mm);
             crate::signal::load_group(&p.signals.actions, &p.shared_sig);
         }
+        crate::signal::set_group_stop(l.job.stopped);
     }
     let Some(t) = k.tasks.get_mut(&next) else {
         return;
