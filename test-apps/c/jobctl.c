@@ -522,8 +522,10 @@ static int hold(void)
 		raise(SIGSTOP);
 		_exit(5);
 	}
-	wait_show("hold: wait4(WUNTRACED)", pid, WUNTRACED);
+	int st = 0;
+	waitpid(pid, &st, WUNTRACED);
 	pr("ready\n");
+	pr("hold: wait4(WUNTRACED): %s\n", show_status(st));
 	char line[16];
 	if (!fgets(line, sizeof line, stdin))
 		pr("hold: no line\n");
