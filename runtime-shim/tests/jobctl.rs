@@ -32,7 +32,10 @@ fn job_control_native_and_sandboxed() {
         text.ends_with("done\n") && !text.contains("WRONG") && !text.contains("MOVED"),
         "the native run already fails: {native:?}"
     );
-    assert!(text.contains("stopped child: stat T, status T (stopped)"), "{text}");
+    assert!(
+        text.contains("stopped child: stat T, status T (stopped)"),
+        "{text}"
+    );
     assert_same("jobctl", &native, &run_sandboxed(&prog, &[], &[]));
 }
 

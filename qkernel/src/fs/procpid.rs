@@ -73,7 +73,10 @@ pub fn with_proc<R>(
 ) -> Option<R> {
     let me = task::current_pid();
     let mut k = KERNEL.lock();
-    let stopped = k.tasks.get(&pid).is_some_and(|t| task::jobctl::stopped(&k, t.tgid));
+    let stopped = k
+        .tasks
+        .get(&pid)
+        .is_some_and(|t| task::jobctl::stopped(&k, t.tgid));
     let t = k.tasks.get_mut(&pid)?;
     let (state, exit_code) = match t.state {
         // A stopped group's threads blocked in the kernel stop when

@@ -72,8 +72,7 @@ pub fn orphaned(k: &Kernel, pgid: u32) -> bool {
         t.pid == t.tgid
             && t.pgid == pgid
             && !matches!(t.state, State::Zombie(_))
-            && k
-                .tasks
+            && k.tasks
                 .get(&t.ppid)
                 .is_some_and(|p| p.pgid != pgid && p.sid == t.sid)
     })
@@ -228,7 +227,10 @@ pub fn continue_group(k: &mut Kernel, g: u32) -> bool {
         }
     }
     notify_parent(k, g, CLD_CONTINUED, SIGCONT as i32);
-    let kill = k.tasks.get_mut(&g).map_or(0, |l| core::mem::take(&mut l.job.kill));
+    let kill = k
+        .tasks
+        .get_mut(&g)
+        .map_or(0, |l| core::mem::take(&mut l.job.kill));
     if kill != 0 {
         if g == current_tgid() {
             signal::kill_group(kill);
