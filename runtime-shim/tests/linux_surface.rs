@@ -319,6 +319,7 @@ fn busybox_system_tools() {
         " on / type ",
         "proc on /proc type proc",
         " on /dev type tmpfs",
+        "devpts on /dev/pts type devpts (rw,nosuid,noexec,relatime,mode=600,ptmxmode=666)",
     ] {
         assert!(mount.contains(want), "mount: no {want:?} in {mount:?}");
     }
@@ -327,6 +328,15 @@ fn busybox_system_tools() {
         mounts.lines().all(|l| l.split(' ').count() == 6),
         "{mounts:?}"
     );
+    // The guest's ptys are listed where runc's containers mount devpts,
+    // under /dev's mount (id 4); no /dev/mqueue (no message queues).
+    let info = busybox(&["cat", "/proc/self/mountinfo"]);
+    assert!(
+        info.lines().any(|l| l
+            == "5 4 0:83 / /dev/pts rw,nosuid,noexec,relatime - devpts devpts rw,mode=600,ptmxmode=666"),
+        "{info:?}"
+    );
+    assert!(!info.contains("mqueue"), "{info:?}");
 
     // df finds the rootfs's mount and the host filesystem's size.
     let df = busybox(&["df", "/"]);
