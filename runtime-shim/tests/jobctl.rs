@@ -39,6 +39,20 @@ fn job_control_native_and_sandboxed() {
     assert_same("jobctl", &native, &run_sandboxed(&prog, &[], &[]));
 }
 
+/// The same on 2 vCPUs: the counting thread's user mode runs on the
+/// secondary, which a stop must recall (`task::offload`).
+#[test]
+fn job_control_on_2_vcpus() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("jobctl");
+    let native = run_native(&prog, &[], &[]);
+    assert!(stdout(&native).ends_with("done\n"), "{native:?}");
+    let sandboxed = common::run_sandboxed_with(&["--cpus", "2"], &prog, &[], &[]);
+    assert_same("jobctl --cpus 2", &native, &sandboxed);
+}
+
 /// A child stopped by SIGSTOP inside the sandbox is a parked task: the
 /// sandbox hibernates and wakes three times (the last wake by SIGCONT to
 /// `qrun do`, which the VMM takes as a wake), and the child is still
