@@ -10,7 +10,8 @@
  * whole, SIGTSTP to an orphaned process group discarded (SIGSTOP not),
  * SIGHUP to the foreground group when the session leader that controls
  * a pty exits, and SIGHUP + SIGCONT to the session leader when the pty
- * master closes (the slave then reads EOF and writes EIO).
+ * master closes (the slave then reads EOF and writes EIO), SIGTTOU for a
+ * background write with TOSTOP and a background tcsetpgrp.
  *
  * `jobctl hold`: a child stops itself and the program waits for a line on
  * stdin, then checks that the child is still stopped, continues it and
@@ -514,6 +515,58 @@ static void master_close(void)
 	close(rep[0]);
 }
 
+/* A background process group of a pty's session: a write with TOSTOP
+ * and tcsetpgrp get SIGTTOU and stop; with SIGTTOU ignored the write
+ * goes through. The session leader reports (its output comes while the
+ * top process waits for it). */
+static pid_t background(int sfd, int what)
+{
+	pid_t b = fork();
+	if (b == 0) {
+		setpgid(0, 0);
+		if (what == 1)
+			signal(SIGTTOU, SIG_IGN);
+		if (what == 2)
+			_exit(tcsetpgrp(sfd, getpgrp()) == 0 ? 0 : 3);
+		_exit(write(sfd, "x", 1) == 1 ? 0 : 4);
+	}
+	setpgid(b, b);
+	return b;
+}
+
+static void sigttou(void)
+{
+	int mfd, sfd;
+	if (openpty(&mfd, &sfd, NULL, NULL, NULL) < 0) {
+		pr("SIGTTOU: openpty failed\n");
+		return;
+	}
+	pid_t a = fork();
+	if (a == 0) {
+		close(mfd);
+		setsid();
+		if (ioctl(sfd, TIOCSCTTY, 0) < 0)
+			_exit(2);
+		struct termios t;
+		tcgetattr(sfd, &t);
+		t.c_lflag |= TOSTOP;
+		tcsetattr(sfd, TCSANOW, &t);
+		const char *names[] = {"write with TOSTOP", "write, SIGTTOU ignored", "tcsetpgrp"};
+		for (int what = 0; what < 3; what++) {
+			pid_t b = background(sfd, what);
+			char label[64];
+			snprintf(label, sizeof label, "background %s", names[what]);
+			wait_show(label, b, WUNTRACED);
+			kill(b, SIGKILL);
+			waitpid(b, NULL, 0);
+		}
+		_exit(0);
+	}
+	close(sfd);
+	wait_show("SIGTTOU: session leader", a, 0);
+	close(mfd);
+}
+
 /* `hold`: a child stopped while the sandbox hibernates. */
 static int hold(void)
 {
@@ -548,6 +601,7 @@ int main(int argc, char **argv)
 	orphaned();
 	leader_exit();
 	master_close();
+	sigttou();
 	pr("done\n");
 	return 0;
 }
