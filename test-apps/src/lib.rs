@@ -104,6 +104,8 @@ pub const ALL: &[&str] = &[
     // hang-up (jobctl.rs).
     "jobctl",
     "malloc_stress",
+    // POSIX message queues (linux_surface.rs).
+    "mqueue",
     "netops",
     // NETLINK_ROUTE dumps, getifaddrs/if_nameindex, SIOCGIF* ioctls.
     "netlink",

@@ -9,6 +9,7 @@
 pub mod console;
 pub mod host;
 pub mod ldisc;
+pub mod mqueue;
 pub mod netlink;
 pub mod path;
 pub mod pipe;
@@ -83,6 +84,8 @@ pub enum Backing {
     Netlink(netlink::Netlink),
     /// One end of a pseudo-terminal kept in the guest kernel.
     Tty(tty::TtyEnd),
+    /// A POSIX message queue kept in the guest kernel.
+    MQueue(alloc::sync::Arc<mqueue::MQueue>),
 }
 
 /// An open file description.
@@ -111,7 +114,11 @@ impl File {
     pub fn host_fd(&self) -> Option<i32> {
         match self.backing {
             Backing::Host { fd, .. } => Some(fd),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
+            Backing::Special(_)
+            | Backing::Pipe(_)
+            | Backing::Netlink(_)
+            | Backing::Tty(_)
+            | Backing::MQueue(_) => None,
         }
     }
 
@@ -119,7 +126,11 @@ impl File {
     pub fn host_kind(&self) -> Option<HostKind> {
         match self.backing {
             Backing::Host { kind, .. } => Some(kind),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
+            Backing::Special(_)
+            | Backing::Pipe(_)
+            | Backing::Netlink(_)
+            | Backing::Tty(_)
+            | Backing::MQueue(_) => None,
         }
     }
 
@@ -154,6 +165,7 @@ impl File {
                 e.pty.queue(e.master),
                 e.pty.generation(),
             )),
+            Backing::MQueue(q) => Some((q.poll(), q.queue(), q.generation())),
             _ => None,
         }
     }

@@ -531,8 +531,8 @@ fn le64(b: &[u8], off: usize) -> u64 {
 }
 
 /// `/proc/mounts` (`info` false) or `/proc/self/mountinfo`: the rootfs
-/// and the kernel's own `/proc`, `/dev`, `/dev/pts` and `/sys` (no
-/// `/dev/mqueue`: there are no POSIX message queues).
+/// and the kernel's own `/proc`, `/dev`, `/dev/pts`, `/dev/mqueue` and
+/// `/sys`.
 fn mounts(info: bool) -> String {
     let (fstype, ro) = match host_statfs("/") {
         // f_type at 0, f_flags at 80 (ST_RDONLY = 1).
@@ -607,6 +607,20 @@ fn mounts(info: bool) -> String {
             ),
         );
     }
+    // The guest's POSIX message queues (`fs::mqueue`), after /dev/shm as
+    // under runc.
+    let at = rows.len() - 1;
+    rows.insert(
+        at,
+        (
+            "mqueue",
+            "/dev/mqueue",
+            "mqueue",
+            "rw,nosuid,nodev,noexec,relatime",
+            "rw",
+            "0:84".into(),
+        ),
+    );
     let mut s = String::new();
     for (i, (src, dir, ty, opts, sopts, dev)) in rows.iter().enumerate() {
         if info {
