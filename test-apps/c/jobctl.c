@@ -8,6 +8,8 @@
  * it once continued, SIGCONT discarding a pending stop signal and a stop signal
  * discarding a pending SIGCONT, a multi-threaded child stopped as a
  * whole, SIGTSTP to an orphaned process group discarded (SIGSTOP not),
+ * SIGHUP and SIGCONT to a group with a stopped member that an exit
+ * orphans,
  * SIGHUP to the foreground group when the session leader that controls
  * a pty exits, and SIGHUP + SIGCONT to the session leader when the pty
  * master closes (the slave then reads EOF and writes EIO), SIGTTOU for a
@@ -515,6 +517,50 @@ static void master_close(void)
 	close(rep[0]);
 }
 
+/* A process group orphaned by an exit while one of its members is
+ * stopped gets SIGHUP and SIGCONT: A leads a new session, its child B
+ * starts a group of that session and stops itself; A exits, B's only
+ * outside parent (the reaper is in another session). */
+static void orphaned_by_exit(void)
+{
+	int rep[2];
+	if (pipe(rep) < 0)
+		return;
+	pid_t a = fork();
+	if (a == 0) {
+		setsid();
+		pid_t b = fork();
+		if (b == 0) {
+			report_fd = rep[1];
+			struct sigaction sa;
+			memset(&sa, 0, sizeof sa);
+			sa.sa_handler = on_report;
+			sigaction(SIGHUP, &sa, NULL);
+			sigaction(SIGCONT, &sa, NULL);
+			setpgid(0, 0);
+			raise(SIGSTOP);
+			/* Continued: both handlers have run. */
+			put_byte(rep[1], 'x');
+			_exit(0);
+		}
+		setpgid(b, b);
+		int st = 0;
+		waitpid(b, &st, WUNTRACED);
+		put_byte(rep[1], WIFSTOPPED(st) ? 's' : '?');
+		_exit(0);
+	}
+	close(rep[1]);
+	wait_show("orphaned by exit: the parent", a, 0);
+	char got[8] = {0};
+	int n = 0;
+	for (int c; n < 4 && (c = get_byte(rep[0], 5000)) >= 0;)
+		got[n++] = (char)c;
+	pr("orphaned by exit: stopped %s, SIGHUP %s, SIGCONT %s, then %s\n",
+	   got[0] == 's' ? "yes" : "no", strchr(got, 'H') ? "yes" : "no",
+	   strchr(got, 'C') ? "yes" : "no", n == 4 ? got + 3 : "-");
+	close(rep[0]);
+}
+
 /* A background process group of a pty's session: a write with TOSTOP
  * and tcsetpgrp get SIGTTOU and stop; with SIGTTOU ignored the write
  * goes through. The session leader reports (its output comes while the
@@ -599,6 +645,7 @@ int main(int argc, char **argv)
 	discards();
 	threads_stop();
 	orphaned();
+	orphaned_by_exit();
 	leader_exit();
 	master_close();
 	sigttou();

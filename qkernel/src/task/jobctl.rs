@@ -407,7 +407,8 @@ fn send_kernel(id: u32, by_pid: bool, sig: u32) {
 
 /// Sends the signals [`signal_soon`] deferred. Called with no lock held.
 pub fn run_deferred() {
-    if !ANY_DEFERRED.swap(false, Ordering::AcqRel) {
+    // One load on every return to user mode; the swap only when set.
+    if !ANY_DEFERRED.load(Ordering::Acquire) || !ANY_DEFERRED.swap(false, Ordering::AcqRel) {
         return;
     }
     let list = core::mem::take(&mut *DEFERRED.lock());
