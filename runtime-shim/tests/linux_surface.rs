@@ -34,6 +34,18 @@ fn compare(name: &str, args: &[&str]) -> Outcome {
     native
 }
 
+/// POSIX message queues (`mqueue`): open errors, attributes, priority
+/// order, EMSGSIZE, EAGAIN, timeouts, EBADF, a receiver and a sender
+/// blocked in a child, poll, fstat, unlink.
+#[test]
+fn posix_message_queues() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("mqueue", &[]);
+    assert!(stdout(&out).ends_with("done\n"), "{out:?}");
+}
+
 /// loadavg, uptime, meminfo, cpuinfo, stat, mounts, self/mountinfo,
 /// version and the sys/ entries have Linux's shape.
 #[test]
@@ -351,6 +363,7 @@ fn busybox_system_tools() {
         " on / type ",
         "proc on /proc type proc",
         " on /dev type tmpfs",
+        "devpts on /dev/pts type devpts (rw,nosuid,noexec,relatime,mode=600,ptmxmode=666)",
     ] {
         assert!(mount.contains(want), "mount: no {want:?} in {mount:?}");
     }
@@ -358,6 +371,19 @@ fn busybox_system_tools() {
     assert!(
         mounts.lines().all(|l| l.split(' ').count() == 6),
         "{mounts:?}"
+    );
+    // The guest's ptys and message queues are listed where runc's
+    // containers mount devpts and mqueue, under /dev's mount (id 4).
+    let info = busybox(&["cat", "/proc/self/mountinfo"]);
+    assert!(
+        info.lines().any(|l| l
+            == "5 4 0:83 / /dev/pts rw,nosuid,noexec,relatime - devpts devpts rw,mode=600,ptmxmode=666"),
+        "{info:?}"
+    );
+    assert!(
+        info.lines().any(|l| l.contains(" 4 0:84 / /dev/mqueue ")
+            && l.ends_with(" rw,nosuid,nodev,noexec,relatime - mqueue mqueue rw")),
+        "{info:?}"
     );
 
     // df finds the rootfs's mount and the host filesystem's size.

@@ -11,7 +11,8 @@
 //! the test receives the terminal's master over the socket (runc's
 //! protocol), drives busybox `sh` through it and checks that the shell
 //! has job control (its terminal is a guest pty it controls), that ^C
-//! interrupts the foreground job, and the exit status. `qrun exec --tty
+//! interrupts the foreground job, that ^Z stops it (`jobs`, `fg`, `kill
+//! %1` as on Linux), and the exit status. `qrun exec --tty
 //! --console-socket` does the same for a shell started in a running
 //! container, twice (the first terminal's guest pty goes when it ends).
 //!
@@ -197,9 +198,53 @@ fn drive_shell(master: &mut std::fs::File, code: u8) {
     master.write_all(b"echo status $?\n").expect("write");
     let out = read_until(master, "status 130", 20);
     assert!(out.contains("status 130"), "^C did not end sleep: {out:?}");
+    job_control(master);
     master
         .write_all(format!("exit {code}\n").as_bytes())
         .expect("write");
+}
+
+/// ^Z stops the foreground job (SIGTSTP to its group; the shell's
+/// `wait4(WUNTRACED)` sees it), `jobs` lists it, `fg` continues it and ^C
+/// ends it; `kill %1` to a stopped job waits for its `fg` (SIGTERM stays
+/// pending while it is stopped, as on Linux). The lines are busybox ash's
+/// on Linux.
+fn job_control(master: &mut std::fs::File) {
+    let stop = |master: &mut std::fs::File, cmd: &str| {
+        master
+            .write_all(format!("{cmd}\n").as_bytes())
+            .expect("write");
+        read_until(master, &format!("{cmd}\r\n"), 10);
+        std::thread::sleep(Duration::from_millis(300));
+        master.write_all(b"\x1a").expect("write");
+        let want = format!("[1]+  Stopped                    {cmd}");
+        let out = read_until(master, &want, 20);
+        assert!(out.contains(&want), "^Z did not stop {cmd}: {out:?}");
+    };
+    stop(master, "sleep 31");
+    master.write_all(b"jobs\n").expect("write");
+    let out = read_until(master, "Stopped                    sleep 31\r\n/ # ", 20);
+    assert!(out.contains("[1]+  Stopped"), "jobs: {out:?}");
+    master.write_all(b"fg\n").expect("write");
+    read_until(master, "sleep 31\r\n", 10);
+    std::thread::sleep(Duration::from_millis(300));
+    master.write_all(b"\x03").expect("write");
+    master.write_all(b"echo status $?\n").expect("write");
+    let out = read_until(master, "status 130", 20);
+    assert!(out.contains("status 130"), "fg then ^C: {out:?}");
+    stop(master, "sleep 32");
+    master.write_all(b"kill %1; jobs\n").expect("write");
+    let out = read_until(master, "Stopped                    sleep 32\r\n/ # ", 20);
+    assert!(
+        out.contains("[1]+  Stopped"),
+        "kill %1 ended a stopped job: {out:?}"
+    );
+    master.write_all(b"fg\n").expect("write");
+    let out = read_until(master, "Terminated", 20);
+    assert!(out.contains("Terminated"), "fg after kill %1: {out:?}");
+    master.write_all(b"echo status $?\n").expect("write");
+    let out = read_until(master, "status 143", 20);
+    assert!(out.contains("status 143"), "status after kill %1: {out:?}");
 }
 
 /// `qrun run --console-socket` with `process.terminal`: an interactive

@@ -102,7 +102,12 @@ pub const ALL: &[&str] = &[
     "ioops",
     // alarm, setitimer, getitimer and SIGALRM.
     "itimer",
+    // Job control: stopped and continued children, waits, SIGHUP on
+    // hang-up (jobctl.rs).
+    "jobctl",
     "malloc_stress",
+    // POSIX message queues (linux_surface.rs).
+    "mqueue",
     "netops",
     // NETLINK_ROUTE dumps, getifaddrs/if_nameindex, SIOCGIF* ioctls.
     "netlink",

@@ -113,6 +113,7 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
             ..SigAction::default()
         };
     }
+    signal::set_nocldstop(false);
     *crate::process::thread() = crate::process::ThreadFields::new_thread(0, None);
     p.exe = prog.exe;
     p.cmdline = prog.argv.iter().fold(Vec::new(), |mut v, a| {

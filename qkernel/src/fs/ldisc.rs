@@ -48,6 +48,7 @@ const ECHOE: u32 = 0o20;
 const ECHOK: u32 = 0o40;
 const ECHONL: u32 = 0o100;
 const NOFLSH: u32 = 0o200;
+const TOSTOP: u32 = 0o400;
 const ECHOCTL: u32 = 0o1000;
 const ECHOKE: u32 = 0o4000;
 const IEXTEN: u32 = 0o100000;
@@ -162,6 +163,11 @@ impl Ldisc {
 
     fn l(&self, flag: u32) -> bool {
         self.termios.lflag & flag != 0
+    }
+
+    /// Whether a background group's writes get SIGTTOU (`TOSTOP`).
+    pub fn tostop(&self) -> bool {
+        self.l(TOSTOP)
     }
 
     /// Whether reads are canonical (line by line).

@@ -10,6 +10,7 @@ pub mod console;
 pub mod frozen;
 pub mod host;
 pub mod ldisc;
+pub mod mqueue;
 pub mod netlink;
 pub mod path;
 pub mod pipe;
@@ -84,6 +85,8 @@ pub enum Backing {
     Netlink(netlink::Netlink),
     /// One end of a pseudo-terminal kept in the guest kernel.
     Tty(tty::TtyEnd),
+    /// A POSIX message queue kept in the guest kernel.
+    MQueue(alloc::sync::Arc<mqueue::MQueue>),
 }
 
 /// An open file description.
@@ -126,7 +129,11 @@ impl File {
     pub fn host_fd(&self) -> Option<i32> {
         match self.backing {
             Backing::Host { fd, .. } => Some(fd),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
+            Backing::Special(_)
+            | Backing::Pipe(_)
+            | Backing::Netlink(_)
+            | Backing::Tty(_)
+            | Backing::MQueue(_) => None,
         }
     }
 
@@ -134,7 +141,11 @@ impl File {
     pub fn host_kind(&self) -> Option<HostKind> {
         match self.backing {
             Backing::Host { kind, .. } => Some(kind),
-            Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
+            Backing::Special(_)
+            | Backing::Pipe(_)
+            | Backing::Netlink(_)
+            | Backing::Tty(_)
+            | Backing::MQueue(_) => None,
         }
     }
 
@@ -169,6 +180,7 @@ impl File {
                 e.pty.queue(e.master),
                 e.pty.generation(),
             )),
+            Backing::MQueue(q) => Some((q.poll(), q.queue(), q.generation())),
             _ => None,
         }
     }

@@ -531,7 +531,8 @@ fn le64(b: &[u8], off: usize) -> u64 {
 }
 
 /// `/proc/mounts` (`info` false) or `/proc/self/mountinfo`: the rootfs
-/// and the kernel's own `/proc`, `/dev` and `/sys`.
+/// and the kernel's own `/proc`, `/dev`, `/dev/pts`, `/dev/mqueue` and
+/// `/sys`.
 fn mounts(info: bool) -> String {
     let (fstype, ro) = match host_statfs("/") {
         // f_type at 0, f_flags at 80 (ST_RDONLY = 1).
@@ -570,6 +571,16 @@ fn mounts(info: bool) -> String {
             "rw,mode=755",
             "0:81".into(),
         ),
+        // The guest's own ptys (`fs::tty`), where runc's containers
+        // mount a devpts: slaves are 0600 and /dev/ptmx 0666 here.
+        (
+            "devpts",
+            "/dev/pts",
+            "devpts",
+            "rw,nosuid,noexec,relatime",
+            "rw,mode=600,ptmxmode=666",
+            "0:83".into(),
+        ),
         (
             "sysfs",
             "/sys",
@@ -585,7 +596,7 @@ fn mounts(info: bool) -> String {
         .is_ok_and(|sx| super::stat::statx_mode(&sx) & super::stat::S_IFMT == super::stat::S_IFDIR);
     if shm {
         rows.insert(
-            3,
+            4,
             (
                 "shm",
                 "/dev/shm",
@@ -596,20 +607,39 @@ fn mounts(info: bool) -> String {
             ),
         );
     }
+    // The guest's POSIX message queues (`fs::mqueue`), after /dev/shm as
+    // under runc.
+    let at = rows.len() - 1;
+    rows.insert(
+        at,
+        (
+            "mqueue",
+            "/dev/mqueue",
+            "mqueue",
+            "rw,nosuid,nodev,noexec,relatime",
+            "rw",
+            "0:84".into(),
+        ),
+    );
     let mut s = String::new();
     for (i, (src, dir, ty, opts, sopts, dev)) in rows.iter().enumerate() {
         if info {
-            let parent = if i == 0 { 1 } else { 2 };
+            // /dev's mount (the third row, id 4) holds /dev/pts, /dev/shm.
+            let parent = match i {
+                0 => 1,
+                _ if dir.starts_with("/dev/") => 4,
+                _ => 2,
+            };
             let _ = writeln!(
                 s,
                 "{} {parent} {dev} / {dir} {opts} - {ty} {src} {sopts}",
                 i + 2
             );
         } else {
-            let mo = if *dir == "/dev" {
-                "rw,nosuid,mode=755"
-            } else {
-                opts
+            let mo = match *dir {
+                "/dev" => "rw,nosuid,mode=755",
+                "/dev/pts" => "rw,nosuid,noexec,relatime,mode=600,ptmxmode=666",
+                _ => opts,
             };
             let _ = writeln!(s, "{src} {dir} {ty} {mo} 0 0");
         }

@@ -54,7 +54,7 @@ pub struct TaskView {
     pub ppid: u32,
     pub pgid: u32,
     pub sid: u32,
-    /// `R`, `S` or `Z`.
+    /// `R`, `S`, `T` or `Z`.
     pub state: char,
     pub exit_signal: u32,
     /// The exit status word of a zombie.
@@ -73,8 +73,16 @@ pub fn with_proc<R>(
 ) -> Option<R> {
     let me = task::current_pid();
     let mut k = KERNEL.lock();
+    let stopped = k
+        .tasks
+        .get(&pid)
+        .is_some_and(|t| task::jobctl::stopped(&k, t.tgid));
     let t = k.tasks.get_mut(&pid)?;
     let (state, exit_code) = match t.state {
+        // A stopped group's threads blocked in the kernel stop when
+        // their wait ends: the group shows stopped (`task::jobctl`).
+        State::Stopped => ('T', 0),
+        State::Blocked if stopped => ('T', 0),
         State::Running | State::Runnable => ('R', 0),
         State::Blocked => ('S', 0),
         State::Zombie(st) => ('Z', st.wait_status()),
@@ -332,6 +340,7 @@ fn status(t: &TaskView, p: Option<&mut Process>) -> String {
     let state = match t.state {
         'R' => "R (running)",
         'S' => "S (sleeping)",
+        'T' => "T (stopped)",
         _ => "Z (zombie)",
     };
     let [uid, euid, gid, egid] = f.ids;

@@ -163,6 +163,7 @@ pub fn lookup(path: &str) -> Node {
             "ptmx" => Node::Device("ptmx", 5, 2),
             "tty" => Node::Device("tty", 5, 0),
             "pts" => Node::Dir("dev/pts"),
+            "mqueue" => Node::Dir("dev/mqueue"),
             name if name.starts_with("pts/") => name[4..]
                 .parse::<u32>()
                 .ok()
@@ -264,7 +265,10 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.push(("ptmx".into(), DT_CHR));
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
+            v.push(("mqueue".into(), DT_DIR));
         }
+        // The message queues' names (their own stat is not kept).
+        "dev/mqueue" => v.extend(super::mqueue::names().into_iter().map(|n| (n, DT_REG))),
         "proc" => {
             v.push(("self".into(), DT_LNK));
             v.push(("thread-self".into(), DT_LNK));

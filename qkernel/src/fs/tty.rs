@@ -91,10 +91,12 @@ static PTYS: Mutex<BTreeMap<u32, Weak<Pty>>> = Mutex::new(BTreeMap::new());
 impl Drop for TtyEnd {
     fn drop(&mut self) {
         let mut i = self.pty.inner.lock();
+        let mut hung_up = None;
         if self.master {
             i.masters = i.masters.saturating_sub(1);
             if i.masters == 0 {
                 // Hung up: no controlling terminal any more.
+                hung_up = Some((i.session, i.pgrp));
                 i.session = 0;
                 i.pgrp = 0;
             }
@@ -104,6 +106,9 @@ impl Drop for TtyEnd {
         let unused = i.slaves == 0;
         i.generation += 1;
         drop(i);
+        if let Some((session, pgrp)) = hung_up {
+            hangup(session, pgrp);
+        }
         self.pty.wake(true);
         self.pty.wake(false);
         if unused && self.pty.host.is_some() {
@@ -156,11 +161,13 @@ impl Pty {
     /// The host side of the console closed: the slave is hung up.
     pub fn host_closed(&self) {
         let mut i = self.inner.lock();
+        let (session, pgrp) = (i.session, i.pgrp);
         i.masters = 0;
         i.session = 0;
         i.pgrp = 0;
         i.generation += 1;
         drop(i);
+        hangup(session, pgrp);
         self.wake(false);
         self.wake(true);
     }
@@ -261,14 +268,47 @@ pub fn of_session(sid: u32) -> Option<Arc<Pty>> {
         .find(|p| p.inner.lock().session == sid)
 }
 
-/// Session `sid`'s leader ended: its controlling terminal (if any) is
-/// free again (Linux also hangs the foreground group up with SIGHUP: not
-/// done, docs/terminal.md).
+/// The foreground group a hang-up took from each session's terminal
+/// (Linux's `tty_old_pgrp`): it gets SIGHUP and SIGCONT when the
+/// session's leader ends.
+static OLD_PGRP: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
+
+/// The terminal of `session` (0: none) with foreground group `pgrp` hung
+/// up (its master closed): as Linux's `tty_signal_session_leader`, the
+/// session leader gets SIGHUP and SIGCONT, and the foreground group is
+/// remembered for the leader's exit ([`session_ended`]).
+fn hangup(session: u32, pgrp: u32) {
+    if session == 0 {
+        return;
+    }
+    if pgrp != 0 {
+        OLD_PGRP.lock().insert(session, pgrp);
+    }
+    crate::task::jobctl::signal_soon(session, true, crate::signal::SIGHUP);
+    crate::task::jobctl::signal_soon(session, true, crate::signal::SIGCONT);
+}
+
+/// Session `sid`'s leader ended (Linux's `disassociate_ctty` at exit): its
+/// controlling terminal (a pty) is free again and the foreground group
+/// gets SIGHUP; without a terminal, the group a hang-up took from it gets
+/// SIGHUP and SIGCONT. The task table may be held: the signals are sent
+/// at the next return to user mode or idle wait.
 pub fn session_ended(sid: u32) {
+    use crate::signal::{SIGCONT, SIGHUP};
+    use crate::task::jobctl::signal_soon;
+    let old = OLD_PGRP.lock().remove(&sid);
     if let Some(pty) = of_session(sid) {
         let mut i = pty.inner.lock();
+        let fg = i.pgrp;
         i.session = 0;
         i.pgrp = 0;
+        drop(i);
+        if fg != 0 {
+            signal_soon(fg, false, SIGHUP);
+        }
+    } else if let Some(fg) = old {
+        signal_soon(fg, false, SIGHUP);
+        signal_soon(fg, false, SIGCONT);
     }
 }
 
@@ -411,11 +451,17 @@ fn write_master(
     wait_for_room(pty, true, nonblock, done + moved)
 }
 
-/// Whether a read of its controlling terminal by the caller, in a
-/// background process group, is refused: `EIO` when it ignores or blocks
-/// `SIGTTIN`, else `SIGTTIN` goes to its group and the read restarts
-/// after the handler (Linux's `job_control`).
-fn background_read(pty: &Pty) -> Result<(), Errno> {
+/// Job control of a terminal access by the caller (Linux's
+/// `__tty_check_change`): on the slave that is its controlling terminal,
+/// from a background process group, a read (`SIGTTIN`) or a write with
+/// `TOSTOP` or a change of the terminal (`SIGTTOU`) sends the signal to
+/// its group and restarts after it (the group stops, or a handler runs);
+/// if the signal is ignored or blocked, a read fails with `EIO` and the
+/// rest goes on; in an orphaned group both fail with `EIO`.
+pub fn job_check(pty: &Pty, master: bool, sig: u32) -> Result<(), Errno> {
+    if master {
+        return Ok(());
+    }
     let (session, pgrp) = {
         let i = pty.inner.lock();
         (i.session, i.pgrp)
@@ -427,12 +473,18 @@ fn background_read(pty: &Pty) -> Result<(), Errno> {
     if sid != session || pgrp == 0 || pgrp == mine {
         return Ok(());
     }
-    const SIGTTIN: u32 = 21;
-    let b = crate::signal::bit(SIGTTIN);
-    if crate::signal::blocked() & b != 0 || crate::signal::explicitly_ignored(SIGTTIN) {
+    let b = crate::signal::bit(sig);
+    if crate::signal::blocked() & b != 0 || crate::signal::explicitly_ignored(sig) {
+        return if sig == crate::signal::SIGTTIN {
+            Err(Errno::EIO)
+        } else {
+            Ok(())
+        };
+    }
+    if crate::task::pgrp::orphaned(mine) {
         return Err(Errno::EIO);
     }
-    crate::task::pgrp::signal_group(mine, SIGTTIN);
+    crate::task::pgrp::signal_group(mine, sig);
     Err(Errno::ERESTARTSYS)
 }
 
@@ -443,7 +495,7 @@ fn read_slave(
     total: usize,
     nonblock: bool,
 ) -> SysResult {
-    background_read(pty)?;
+    job_check(pty, false, crate::signal::SIGTTIN)?;
     if pty.host.is_some() {
         super::console::pump(pty);
     }
@@ -484,6 +536,9 @@ fn write_slave(
     let done = park::done().min(total);
     if pty.hung_up() {
         return if done > 0 { Ok(done) } else { Err(Errno::EIO) };
+    }
+    if done == 0 && pty.inner.lock().ld.tostop() {
+        job_check(pty, false, crate::signal::SIGTTOU)?;
     }
     if total == 0 {
         return Ok(0);

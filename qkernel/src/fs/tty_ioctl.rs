@@ -16,6 +16,7 @@ use super::{Backing, File};
 use crate::errno::{Errno, SysResult};
 use crate::mm::uaccess;
 use crate::process::Process;
+use crate::signal::SIGTTOU;
 use crate::task::pgrp;
 
 /// `O_NOCTTY`.
@@ -131,6 +132,7 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
             Ok(0)
         }
         TCSETS | TCSETSW | TCSETSF | TCSETS2 | TCSETSW2 | TCSETSF2 => {
+            tty::job_check(pty, end.master, SIGTTOU)?;
             let mut b = [0u8; 44];
             let n = if req < 0x4000_0000 { 36 } else { 44 };
             uaccess::copy_in(&mut p.mm, arg, &mut b[..n])?;
@@ -143,6 +145,7 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
             Ok(0)
         }
         TCFLSH => {
+            tty::job_check(pty, end.master, SIGTTOU)?;
             let mut i = pty.inner.lock();
             // The master's input queue is the slave's output.
             let (input, output) = match (arg, end.master) {
@@ -270,6 +273,10 @@ pub fn ioctl(p: &mut Process, end: &TtyEnd, req: u64, arg: u64) -> SysResult {
         TIOCSPGRP => {
             if !is_ctty(pty) {
                 return Err(Errno::ENOTTY);
+            }
+            match tty::job_check(pty, end.master, SIGTTOU) {
+                Err(Errno::EIO) => return Err(Errno::ENOTTY),
+                r => r?,
             }
             let g: i32 = uaccess::read(&mut p.mm, arg)?;
             if g < 0 {

@@ -72,10 +72,8 @@ fn bad_frame(what: &str, at: u64) -> ! {
 /// Default actions end the program here. One handler frame per return: the
 /// next signal goes at the return from the handler's `rt_sigreturn`.
 pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
-    if let Some(sig) = super::group_kill() {
-        log::info!("program killed by signal {sig}");
-        crate::task::exit_current(crate::task::Status::Killed(sig));
-    }
+    crate::task::jobctl::run_deferred();
+    stop_point();
     while let Some((sig, info)) = take_next() {
         let act = process::with(|p| p.signals.actions[(sig - 1) as usize]);
         match act.handler {
@@ -84,6 +82,12 @@ pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
             // Queued while blocked, still without a handler: pid 1 with
             // init semantics drops it (Linux's `get_signal`).
             0 if super::init_spares(crate::task::current_tgid()) => continue,
+            // A stop signal queued while blocked (or while the task
+            // table was busy): the group stops now.
+            0 if super::STOP_SIGNALS & bit(sig) != 0 => {
+                crate::task::jobctl::stop_taken(sig);
+                stop_point();
+            }
             0 => {
                 log::info!("program killed by signal {sig}");
                 crate::task::exit_current(crate::task::Status::Killed(sig))
@@ -99,6 +103,21 @@ pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
         set_blocked(m);
     }
     fix_restart(regs, syscall, None);
+}
+
+/// Ends the running group if a fatal signal was sent to it, and waits
+/// (not runnable) while it is stopped (job control).
+fn stop_point() {
+    loop {
+        if let Some(sig) = super::group_kill() {
+            log::info!("program killed by signal {sig}");
+            crate::task::exit_current(crate::task::Status::Killed(sig));
+        }
+        if super::group_stop() == 0 {
+            return;
+        }
+        crate::task::jobctl::stop_current();
+    }
 }
 
 /// Turns an internal restart code in `regs.rax` into `-EINTR` or a

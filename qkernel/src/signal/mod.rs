@@ -15,8 +15,9 @@
 //! Lock order: the process, then [`INFO`].
 //!
 //! One instance of each signal is queued (rt signals are not counted), and
-//! default actions are "ignore" or "end the program with 128 + N" (stop
-//! signals are not stopped; core dumps are reported as a plain kill).
+//! default actions are "ignore", "end the program with 128 + N" (core
+//! dumps are reported as a plain kill) or "stop the thread group" (job
+//! control: `task::jobctl`, docs/processes.md).
 
 mod delivery;
 mod frame;
@@ -37,8 +38,19 @@ pub const SIGFPE: u32 = 8;
 pub const SIGKILL: u32 = 9;
 pub const SIGSEGV: u32 = 11;
 pub const SIGPIPE: u32 = 13;
+pub const SIGHUP: u32 = 1;
 pub const SIGSTOP: u32 = 19;
 pub const SIGCHLD: u32 = 17;
+pub const SIGCONT: u32 = 18;
+pub const SIGTSTP: u32 = 20;
+pub const SIGTTIN: u32 = 21;
+pub const SIGTTOU: u32 = 22;
+
+/// The stop signals: their default action stops the thread group.
+pub const STOP_SIGNALS: u64 = bit(SIGSTOP) | bit(SIGTSTP) | bit(SIGTTIN) | bit(SIGTTOU);
+
+/// `sa_flags`: no SIGCHLD when a child stops or continues.
+pub const SA_NOCLDSTOP: u64 = 1;
 
 /// `si_code` values.
 pub const SI_USER: i32 = 0;
@@ -82,6 +94,11 @@ pub(crate) struct SigCpu {
     /// A fatal signal for the whole running thread group (0: none): every
     /// thread of it ends at its next return to user mode (`deliver`).
     group_kill: AtomicU32,
+    /// The signal that stopped the running thread group (0: it is not
+    /// stopped): its threads stop at their next return to user mode.
+    group_stop: AtomicU32,
+    /// The running group's SIGCHLD action has `SA_NOCLDSTOP`.
+    nocldstop: AtomicBool,
     /// The mask `rt_sigsuspend` replaced (`delivery`).
     pub(super) suspend_mask: AtomicU64,
 }
@@ -98,6 +115,8 @@ impl SigCpu {
             shared_info: Mutex::new([Info::EMPTY; 64]),
             sigwait: AtomicU64::new(0),
             group_kill: AtomicU32::new(0),
+            group_stop: AtomicU32::new(0),
+            nocldstop: AtomicBool::new(false),
             suspend_mask: AtomicU64::new(delivery::NO_MASK),
         }
     }
@@ -138,6 +157,8 @@ pub struct Disp {
     pub ignored: u64,
     /// Bit `n - 1`: a handler.
     pub handled: u64,
+    /// SIGCHLD's action has `SA_NOCLDSTOP`.
+    pub nocldstop: bool,
 }
 
 impl Disp {
@@ -151,6 +172,7 @@ impl Disp {
                 _ => d.handled |= 1 << i,
             }
         }
+        d.nocldstop = actions[(SIGCHLD - 1) as usize].flags & SA_NOCLDSTOP != 0;
         d
     }
 
@@ -159,6 +181,7 @@ impl Disp {
         Disp {
             ignored: cpu().ignored.load(Ordering::Relaxed),
             handled: cpu().handled.load(Ordering::Relaxed),
+            nocldstop: cpu().nocldstop.load(Ordering::Relaxed),
         }
     }
 
@@ -175,7 +198,13 @@ impl Disp {
 
     /// Whether `sig`'s action ends the thread group when not blocked.
     pub fn kills(&self, sig: u32) -> bool {
-        sig == SIGKILL || (!self.ignores(sig) && !self.handles(sig))
+        sig == SIGKILL || (!self.ignores(sig) && !self.handles(sig) && !self.stops(sig))
+    }
+
+    /// Whether `sig`'s action stops the thread group when not blocked
+    /// (a stop signal with the default action).
+    pub fn stops(&self, sig: u32) -> bool {
+        STOP_SIGNALS & bit(sig) != 0 && !self.ignores(sig) && !self.handles(sig)
     }
 }
 
@@ -222,6 +251,7 @@ pub fn load_group(actions: &[crate::process::SigAction; 64], g: &GroupSig) {
     let d = Disp::of(actions);
     cpu().ignored.store(d.ignored, Ordering::Relaxed);
     cpu().handled.store(d.handled, Ordering::Relaxed);
+    cpu().nocldstop.store(d.nocldstop, Ordering::Relaxed);
     cpu().shared.store(g.pending, Ordering::Release);
     cpu().shared_info.lock().copy_from_slice(&g.info);
     // A group killed by a signal never runs again: the mark was its own.
@@ -291,11 +321,16 @@ impl SigState {
     /// group, `Wake` when it interrupts a wait.
     pub fn post(&mut self, sig: u32, info: Info, d: Disp) -> Posted {
         let b = bit(sig);
-        if d.ignores(sig) {
+        // As Linux's `sig_ignored`: a blocked signal is queued even if
+        // ignored (its action may change before it is unblocked).
+        if d.ignores(sig) && self.blocked & b == 0 {
             return Posted::Dropped;
         }
         if sig == SIGKILL || (d.kills(sig) && self.blocked & b == 0) {
             return Posted::Fatal;
+        }
+        if d.stops(sig) && self.blocked & b == 0 {
+            return Posted::Stop;
         }
         self.info[(sig - 1) as usize] = info;
         self.pending |= b;
@@ -324,6 +359,8 @@ pub enum Posted {
     Wake,
     /// The default action ends the thread group.
     Fatal,
+    /// The default action stops the thread group (not queued).
+    Stop,
 }
 
 /// The part of `siginfo_t` the kernel fills in.
@@ -431,6 +468,30 @@ pub fn kill_group(sig: u32) {
         hostcall::exit(128 + sig as i32);
     }
     cpu().group_kill.store(sig, Ordering::Release);
+    // A stopped running task must go on to end (a fatal signal ends a
+    // stopped process, as on Linux).
+    crate::task::jobctl::resume_to_die();
+}
+
+/// The signal that stopped the running group (0: not stopped).
+pub fn group_stop() -> u32 {
+    cpu().group_stop.load(Ordering::Acquire)
+}
+
+/// Records that the running group is stopped by `sig` (0: it goes on).
+pub fn set_group_stop(sig: u32) {
+    cpu().group_stop.store(sig, Ordering::Release);
+}
+
+/// Records whether the running group's SIGCHLD action has `SA_NOCLDSTOP`.
+pub fn set_nocldstop(on: bool) {
+    cpu().nocldstop.store(on, Ordering::Relaxed);
+}
+
+/// Discards the running thread's and group's pending signals of `mask`.
+pub fn discard_pending(mask: u64) {
+    cpu().pending.fetch_and(!mask, Ordering::AcqRel);
+    cpu().shared.fetch_and(!mask, Ordering::AcqRel);
 }
 
 /// The group-wide fatal signal, if one was sent.
@@ -445,14 +506,26 @@ pub fn group_kill() -> Option<u32> {
 /// Otherwise it goes into the group's pending set; if the running thread
 /// blocks it, a thread waiting in the kernel that takes it is woken.
 pub fn send(sig: u32, info: Info) {
+    crate::task::jobctl::prepare_current(sig);
     let d = Disp::current();
-    if d.ignores(sig) {
-        return;
-    }
     let b = bit(sig);
     let mine = blocked() & b == 0;
-    if d.kills(sig) && (sig == SIGKILL || mine || crate::task::sibling_takes(sig, false)) {
+    // A blocked signal is queued even if ignored (Linux's `sig_ignored`,
+    // which looks at the running thread's mask here).
+    if d.ignores(sig) && mine {
+        return;
+    }
+    if d.kills(sig)
+        && (sig == SIGKILL || mine || crate::task::sibling_takes(sig, false))
+        && !crate::task::jobctl::defer_kill_current(sig)
+    {
         kill_group(sig);
+        return;
+    }
+    if d.stops(sig)
+        && (sig == SIGSTOP || mine || crate::task::sibling_takes(sig, false))
+        && crate::task::jobctl::stop_current_group(sig)
+    {
         return;
     }
     cpu().shared_info.lock()[(sig - 1) as usize] = info;
@@ -474,13 +547,20 @@ pub fn send(sig: u32, info: Info) {
 /// (`tkill`/`tgkill` to itself, `SIGPIPE`). A fatal one that the thread
 /// does not block ends the whole group.
 pub fn send_thread(sig: u32, info: Info) {
+    crate::task::jobctl::prepare_current(sig);
     let d = Disp::current();
-    if d.ignores(sig) {
+    let b = bit(sig);
+    if d.ignores(sig) && blocked() & b == 0 {
         return;
     }
-    let b = bit(sig);
-    if d.kills(sig) && (sig == SIGKILL || blocked() & b == 0) {
+    if d.kills(sig)
+        && (sig == SIGKILL || blocked() & b == 0)
+        && !crate::task::jobctl::defer_kill_current(sig)
+    {
         kill_group(sig);
+        return;
+    }
+    if d.stops(sig) && blocked() & b == 0 && crate::task::jobctl::stop_current_group(sig) {
         return;
     }
     cpu().info.lock()[(sig - 1) as usize] = info;

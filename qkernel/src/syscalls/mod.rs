@@ -15,6 +15,7 @@ mod sys_ifreq;
 mod sys_info;
 mod sys_kill;
 mod sys_mm;
+mod sys_mqueue;
 mod sys_path;
 mod sys_poll;
 mod sys_prctl;
@@ -209,12 +210,7 @@ pub static ENTRIES: &[Entry] = &[
         "one thread; set-user-ID bits not honoured",
     ),
     e(60, sys_task::sys_exit, Full, "the calling thread"),
-    e(
-        61,
-        sys_task::wait4,
-        Partial,
-        "no stopped/continued children",
-    ),
+    e(61, sys_task::wait4, Full, ""),
     e(62, sys_task::kill, Full, ""),
     e(63, sys_proc::uname, Full, ""),
     e(
@@ -433,10 +429,20 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(234, sys_task::tgkill, Full, ""),
     e(
+        240,
+        sys_mqueue::mq_open,
+        Partial,
+        "guest queues; no permission checks",
+    ),
+    e(241, sys_mqueue::mq_unlink, Full, ""),
+    e(242, sys_mqueue::mq_timedsend, Full, ""),
+    e(243, sys_mqueue::mq_timedreceive, Full, ""),
+    e(245, sys_mqueue::mq_getsetattr, Full, ""),
+    e(
         247,
         sys_task::waitid,
         Partial,
-        "P_ALL, P_PID, P_PGID; exits only",
+        "P_ALL, P_PID, P_PGID; no P_PIDFD",
     ),
     e(251, sys_ids::ioprio_set, Full, "recorded; RT: EPERM"),
     e(252, sys_ids::ioprio_get, Full, ""),

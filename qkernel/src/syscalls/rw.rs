@@ -104,6 +104,8 @@ pub fn transfer(
         Backing::Pipe(end) => crate::fs::pipe::transfer(p, end, bufs, write, file.nonblocking()),
         Backing::Tty(end) => crate::fs::tty::transfer(p, end, bufs, write, file.nonblocking()),
         Backing::Netlink(n) => super::sys_socket::netlink_rw(p, n, bufs, write),
+        // Linux reads a status line (`QSIZE:` ...); not kept here.
+        Backing::MQueue(_) => Err(Errno::EINVAL),
         Backing::Host { fd, kind } => {
             let mut flags = if write { io::WRITE } else { 0 };
             // With other processes around, a pipe or socket that would

@@ -178,9 +178,11 @@ pub fn lseek(p: &mut Process, a: &[u64; 6]) -> SysResult {
             }
             r
         }
-        Backing::Host { .. } | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => {
-            Err(Errno::ESPIPE)
-        }
+        Backing::Host { .. }
+        | Backing::Pipe(_)
+        | Backing::Netlink(_)
+        | Backing::Tty(_)
+        | Backing::MQueue(_) => Err(Errno::ESPIPE),
         Backing::Special(s) => match s.seekable() {
             Some((len, pos)) if a[2] <= 2 => {
                 let mut pos = pos.lock();

@@ -210,6 +210,8 @@ fn statfs_file(f: &crate::fs::File) -> Result<[u8; STATFS_SIZE], Errno> {
         Backing::Special(_) | Backing::Tty(_) => kernel_statfs(&f.path),
         Backing::Pipe(_) => statfs_buf(PIPEFS_MAGIC, false),
         Backing::Netlink(_) => statfs_buf(SOCKFS_MAGIC, false),
+        // Linux's `MQUEUE_MAGIC`.
+        Backing::MQueue(_) => statfs_buf(0x1980_0202, false),
     })
 }
 

@@ -44,6 +44,9 @@ pub fn rt_sigaction(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if let Some(act) = new {
         p.signals.actions[idx] = act;
         signal::set_disposition(sig as u32, act.handler);
+        if sig == u64::from(signal::SIGCHLD) {
+            signal::set_nocldstop(act.flags & signal::SA_NOCLDSTOP != 0);
+        }
     }
     Ok(0)
 }

@@ -43,6 +43,13 @@ fn statx_file(p: &mut Process, f: &crate::fs::File) -> Result<[u8; STATX_SIZE], 
             n.ino(),
             p.ids,
         )),
+        Backing::MQueue(q) => Ok(crate::fs::stat::synthetic_statx(
+            0o100000 | q.mode, // S_IFREG
+            0,
+            (0, 0),
+            q.ino(),
+            p.ids,
+        )),
     }
 }
 

@@ -12,7 +12,11 @@ use crate::process::Process;
 fn host_fd(p: &Process, fd: u64) -> Result<Option<i32>, Errno> {
     Ok(match p.files.get(fd)?.backing {
         Backing::Host { fd, .. } => Some(fd),
-        Backing::Special(_) | Backing::Pipe(_) | Backing::Netlink(_) | Backing::Tty(_) => None,
+        Backing::Special(_)
+        | Backing::Pipe(_)
+        | Backing::Netlink(_)
+        | Backing::Tty(_)
+        | Backing::MQueue(_) => None,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::signal::{self, Info, SI_TKILL, SI_USER};
 use crate::task::fork::{self, CLONE_VFORK, CLONE_VM, ForkArgs};
-use crate::task::wait::{self, Which};
+use crate::task::wait::{self, WaitFor, Which};
 use crate::task::{self, Action, Status};
 use crate::task::{offload, pgrp};
 
@@ -189,8 +189,8 @@ const WNOTHREAD: u64 = 0x2000_0000;
 const WALL: u64 = 0x4000_0000;
 const WCLONE: u64 = 0x8000_0000;
 
-/// `wait4(pid, status, options, rusage)`; stopped and continued children
-/// do not exist (no job control).
+/// `wait4(pid, status, options, rusage)`: ended children, and stopped
+/// (`WUNTRACED`) or continued (`WCONTINUED`) ones (`task::jobctl`).
 pub fn wait4(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let options = a[2];
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
@@ -203,10 +203,16 @@ pub fn wait4(p: &mut Process, a: &[u64; 6]) -> SysResult {
         n if n < 0 => Which::Pgid(n.unsigned_abs()),
         n => Which::Pid(n as u32),
     };
-    match wait::reap(which, false)? {
-        Some((pid, st, used)) => {
+    let w = WaitFor {
+        exited: true,
+        stopped: options & WUNTRACED != 0,
+        continued: options & WCONTINUED != 0,
+        keep: false,
+    };
+    match wait::reap(which, w)? {
+        Some((pid, ev, used)) => {
             if a[1] != 0 {
-                uaccess::write(&mut p.mm, a[1], &st.wait_status())?;
+                uaccess::write(&mut p.mm, a[1], &ev.wait_status())?;
             }
             if a[3] != 0 {
                 uaccess::copy_out(&mut p.mm, a[3], &super::sys_info::rusage(used, 0))?;
@@ -221,7 +227,8 @@ pub fn wait4(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
 }
 
-/// `waitid(idtype, id, infop, options, rusage)`: P_ALL, P_PID, P_PGID.
+/// `waitid(idtype, id, infop, options, rusage)`: P_ALL, P_PID, P_PGID;
+/// `WEXITED`, `WSTOPPED` (= `WUNTRACED`), `WCONTINUED`.
 pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let options = a[3];
     if options & !(WNOHANG | WUNTRACED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE)
@@ -237,18 +244,16 @@ pub fn waitid(p: &mut Process, a: &[u64; 6]) -> SysResult {
         2 if a[1] as i32 > 0 => Which::Pgid(a[1] as u32),
         _ => return Err(Errno::EINVAL),
     };
-    if options & WEXITED == 0 {
-        // Only exits are reported: nothing will ever come.
-        return if options & WNOHANG != 0 {
-            Ok(0)
-        } else {
-            Err(Errno::ECHILD)
-        };
-    }
-    match wait::reap(which, options & WNOWAIT != 0)? {
-        Some((pid, st, used)) => {
+    let w = WaitFor {
+        exited: options & WEXITED != 0,
+        stopped: options & WUNTRACED != 0,
+        continued: options & WCONTINUED != 0,
+        keep: options & WNOWAIT != 0,
+    };
+    match wait::reap(which, w)? {
+        Some((pid, ev, used)) => {
             if a[2] != 0 {
-                let (code, status) = wait::cld(st);
+                let (code, status) = ev.cld();
                 let mut info = [0u8; 128];
                 info[0..4].copy_from_slice(&(SIGCHLD as i32).to_ne_bytes());
                 info[8..12].copy_from_slice(&code.to_ne_bytes());

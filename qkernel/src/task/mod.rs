@@ -18,6 +18,7 @@
 pub mod cpu;
 pub mod fork;
 pub mod futex;
+pub mod jobctl;
 pub mod kstack;
 pub mod offload;
 pub mod park;
@@ -79,6 +80,9 @@ pub enum State {
     Runnable,
     /// Waiting for a wake-up (a child's exit, a vfork child's exec).
     Blocked,
+    /// Its thread group is stopped (job control): not runnable until
+    /// SIGCONT (`jobctl`).
+    Stopped,
     /// A thread group leader whose thread ended while other threads of
     /// its group go on: it stays as the group's anchor (its pid is the
     /// group's) and never runs again.
@@ -123,6 +127,8 @@ pub struct Task {
     /// A zombie leader's name (`comm`), kept from its process, which is
     /// gone (`/proc/<pid>/stat` and `status` still show it, as Linux).
     pub comm: [u8; 16],
+    /// Job control of the thread group (a leader's; `jobctl`).
+    pub job: jobctl::Job,
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -188,6 +194,7 @@ pub fn init() {
         exit_signal: crate::signal::SIGCHLD,
         vfork_parent: None,
         comm: [0; 16],
+        job: jobctl::Job::default(),
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);
@@ -298,10 +305,16 @@ pub fn finish_syscall(
             }
             Action::Block => {
                 sched::block_current()?;
-                if crate::signal::interrupts() {
+                // What woke it (a child's exit or stop) is reported even
+                // if the SIGCHLD it sent is handled: as Linux's
+                // `do_wait`, the wait looks before it gives way to a
+                // signal.
+                r = rerun();
+                let again = *ACTION.lock() == Action::Block;
+                if again && crate::signal::interrupts() {
+                    *ACTION.lock() = Action::None;
                     return Err(Errno::ERESTARTSYS);
                 }
-                r = rerun();
             }
             Action::Park(fd, events) => {
                 park::park(fd, events);
@@ -368,6 +381,7 @@ pub fn exec_single_thread() {
     t.sid = leader.sid;
     t.exit_signal = leader.exit_signal;
     t.vfork_parent = leader.vfork_parent;
+    t.job = leader.job;
     k.tasks.insert(g, t);
     set_current(g, g);
     drop(k);

@@ -89,6 +89,11 @@ pub fn group_exists(pgid: u32) -> bool {
         .any(|t| t.pgid == pgid && !matches!(t.state, State::Zombie(_)))
 }
 
+/// Whether process group `pgid` is orphaned (`jobctl::orphaned`).
+pub fn orphaned(pgid: u32) -> bool {
+    super::jobctl::orphaned(&KERNEL.lock(), pgid)
+}
+
 /// Sends `sig` from the kernel (a terminal: `SI_KERNEL`) to every
 /// process of group `pgid`, the running one last.
 pub fn signal_group(pgid: u32, sig: u32) {

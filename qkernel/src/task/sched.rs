@@ -84,6 +84,7 @@ pub fn yield_now() {
 /// wakes, waiting in the host meanwhile.
 fn next_task() -> u32 {
     loop {
+        super::jobctl::run_deferred();
         {
             let mut k = KERNEL.lock();
             // Timers do not wake a hibernated sandbox: deadlines that
@@ -117,6 +118,13 @@ pub fn block_current() -> Result<(), Errno> {
     }
     switch(next_task());
     Ok(())
+}
+
+/// Lets other tasks run while the current one is not runnable (its
+/// state set by the caller: stopped). With nothing to run the vCPU waits
+/// in the host for what may make a task runnable (a control request).
+pub fn run_others() {
+    switch(next_task());
 }
 
 /// Leaves the exiting (zombie or dead) current task for good.
@@ -201,6 +209,7 @@ pub fn switch(next: u32) {
             process::activate(&p.mm);
             crate::signal::load_group(&p.signals.actions, &p.shared_sig);
         }
+        crate::signal::set_group_stop(l.job.stopped);
     }
     let Some(t) = k.tasks.get_mut(&next) else {
         return;

@@ -27,7 +27,7 @@ pub(super) fn detach(pid: u32) {
 
 /// Wakes every blocked thread of group `g` (a child exited: whichever
 /// waits in `wait4` runs it again; the others go back to sleep).
-fn wake_group(k: &mut Kernel, g: u32) {
+pub(super) fn wake_group(k: &mut Kernel, g: u32) {
     let pids: Vec<u32> = k
         .tasks
         .values()
@@ -63,15 +63,30 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
     }
     detach(pid);
     let ppid = t.ppid;
+    let (pgid, sid) = (t.pgid, t.sid);
     let exit_signal = t.exit_signal;
     let vfork_parent = t.vfork_parent.take();
     let mut orphans_zombie = false;
+    // Process groups this exit may orphan (Linux's `kill_orphaned_pgrp`):
+    // its own, if its parent is in another group of the session, and its
+    // children's other groups of the session.
+    let mut groups: Vec<u32> = Vec::new();
+    if k.tasks
+        .get(&ppid)
+        .is_some_and(|p| p.pgid != pgid && p.sid == sid)
+    {
+        groups.push(pgid);
+    }
     for c in k.tasks.values_mut() {
         if c.ppid == pid && c.pid != pid {
             c.ppid = 1;
             orphans_zombie |= matches!(c.state, State::Zombie(_));
+            if c.pgid != pgid && c.sid == sid && !groups.contains(&c.pgid) {
+                groups.push(c.pgid);
+            }
         }
     }
+    super::jobctl::hangup_orphans(k, &groups);
     if let Some(vp) = vfork_parent {
         sched::wake(k, vp);
     }
@@ -90,13 +105,16 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
             signal::send(exit_signal, child_info(pid, st));
         }
         wake_group(k, ppid);
-    } else if let Some(parent) = k.tasks.get_mut(&ppid)
+    } else if let Some(blocked) = k.tasks.get(&ppid).map(|_| leader_blocked(k, ppid))
+        && let Some(parent) = k.tasks.get_mut(&ppid)
         && let Some(pp) = parent.proc.as_mut()
     {
         let d = Disp::of(&pp.signals.actions);
         if exit_signal == SIGCHLD && d.ignored & signal::bit(SIGCHLD) != 0 {
             auto_reap = true;
-        } else if exit_signal != 0 && !d.ignores(exit_signal) {
+        } else if exit_signal != 0
+            && (!d.ignores(exit_signal) || blocked & signal::bit(exit_signal) != 0)
+        {
             pp.shared_sig.post(exit_signal, child_info(pid, st));
         }
         wake_group(k, ppid);
@@ -240,7 +258,7 @@ pub fn exit_thread(code: u8) -> ! {
 }
 
 /// Kills thread group `g`, which is not running, with signal `sig`.
-fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
+pub(super) fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     if signal::init_spares(g) {
         log::debug!("pid 1 has no handler for signal {sig}: dropped");
         return;
@@ -281,19 +299,29 @@ pub fn send_to_group(g: u32, sig: u32, info: Info) -> Result<(), Errno> {
     if matches!(leader.state, State::Zombie(_)) {
         return Ok(());
     }
+    super::jobctl::prepare(&mut k, g, sig);
     let d = disp_of(&k, g);
-    if d.ignores(sig) {
+    let b = signal::bit(sig);
+    // A signal the leader blocks is queued even if ignored (Linux's
+    // `sig_ignored` on the target task).
+    if d.ignores(sig) && leader_blocked(&k, g) & b == 0 {
         return Ok(());
     }
-    let b = signal::bit(sig);
     let taker = k
         .tasks
         .values()
         .filter(|t| t.tgid == g && t.live() && t.sig.blocked & b == 0)
         .map(|t| (t.pid, t.sig.takes(sig, d)))
         .next();
-    if d.kills(sig) && (sig == signal::SIGKILL || taker.is_some()) {
+    if d.kills(sig)
+        && (sig == signal::SIGKILL || taker.is_some())
+        && !super::jobctl::defer_kill(&mut k, g, sig)
+    {
         kill_group_other(&mut k, g, sig);
+        return Ok(());
+    }
+    if d.stops(sig) && (sig == signal::SIGSTOP || taker.is_some()) {
+        super::jobctl::stop_other(&mut k, g, sig);
         return Ok(());
     }
     if let Some(p) = k.tasks.get_mut(&g).and_then(|l| l.proc.as_mut()) {
@@ -305,6 +333,16 @@ pub fn send_to_group(g: u32, sig: u32, info: Info) -> Result<(), Errno> {
         wake_sigwaiter(&mut k, g, sig);
     }
     Ok(())
+}
+
+/// The blocked mask of group `g`'s leader thread (the first live thread
+/// if the leader's ended).
+pub(super) fn leader_blocked(k: &Kernel, g: u32) -> u64 {
+    k.tasks
+        .get(&g)
+        .filter(|l| l.live())
+        .or_else(|| k.tasks.values().find(|t| t.tgid == g && t.live()))
+        .map_or(0, |t| t.sig.blocked)
 }
 
 /// Wakes a blocked thread of group `g` that waits for `sig` in
@@ -336,6 +374,7 @@ pub fn send_to_thread(tid: u32, sig: u32, info: Info) -> Result<(), Errno> {
     }
     let g = t.tgid;
     let running = g == super::current_tgid();
+    super::jobctl::prepare(&mut k, g, sig);
     let d = if running {
         Disp::current()
     } else {
@@ -347,8 +386,15 @@ pub fn send_to_thread(tid: u32, sig: u32, info: Info) -> Result<(), Errno> {
     match t.sig.post(sig, info, d) {
         Posted::Dropped | Posted::Queued => {}
         Posted::Wake => sched::wake(&mut k, tid),
+        Posted::Fatal if super::jobctl::defer_kill(&mut k, g, sig) => {
+            if let Some(t) = k.tasks.get_mut(&tid) {
+                t.sig.info[(sig - 1) as usize] = info;
+                t.sig.pending |= signal::bit(sig);
+            }
+        }
         Posted::Fatal if running => signal::kill_group(sig),
         Posted::Fatal => kill_group_other(&mut k, g, sig),
+        Posted::Stop => super::jobctl::stop_other(&mut k, g, sig),
     }
     Ok(())
 }
@@ -371,10 +417,52 @@ impl Which {
     }
 }
 
-/// A reaped (or, with `keep`, only looked-at) child: pid, status and
-/// the CPU time it and its reaped children used. `Ok(None)`: children
-/// exist, none has ended. `ECHILD`: no such child.
-pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status, super::cpu::Times)>, Errno> {
+/// What a wait reports about a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// It ended (a zombie).
+    Exited(Status),
+    /// It was stopped by this signal (`WUNTRACED`, `WSTOPPED`).
+    Stopped(u32),
+    /// It was continued (`WCONTINUED`).
+    Continued,
+}
+
+impl Event {
+    /// The `wait4` status word.
+    pub fn wait_status(self) -> i32 {
+        match self {
+            Event::Exited(st) => st.wait_status(),
+            Event::Stopped(sig) => ((sig as i32) << 8) | 0x7f,
+            Event::Continued => 0xffff,
+        }
+    }
+
+    /// `si_code` and `si_status` of `waitid`'s `siginfo_t`.
+    pub fn cld(self) -> (i32, i32) {
+        match self {
+            Event::Exited(st) => cld(st),
+            Event::Stopped(sig) => (super::jobctl::CLD_STOPPED, sig as i32),
+            Event::Continued => (super::jobctl::CLD_CONTINUED, signal::SIGCONT as i32),
+        }
+    }
+}
+
+/// Which events a wait takes, and whether it leaves them (`WNOWAIT`).
+#[derive(Debug, Clone, Copy)]
+pub struct WaitFor {
+    pub exited: bool,
+    pub stopped: bool,
+    pub continued: bool,
+    pub keep: bool,
+}
+
+/// A reaped (or, with `keep`, only looked-at) child, or one that stopped
+/// or continued: pid, event and the CPU time it and its reaped children
+/// used. `Ok(None)`: children exist, none has anything to report.
+/// `ECHILD`: no such child.
+pub fn reap(which: Which, w: WaitFor) -> Result<Option<(u32, Event, super::cpu::Times)>, Errno> {
+    use super::jobctl::Report;
     let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let mut any = false;
@@ -384,27 +472,45 @@ pub fn reap(which: Which, keep: bool) -> Result<Option<(u32, Status, super::cpu:
             continue;
         }
         any = true;
-        if let State::Zombie(st) = t.state {
-            found = Some((t.pid, st));
-            break;
+        match (t.state, t.job.report) {
+            (State::Zombie(st), _) if w.exited => {
+                found = Some((t.pid, Event::Exited(st)));
+                break;
+            }
+            (State::Zombie(_), _) => {}
+            (_, Report::Stopped(sig)) if w.stopped && t.job.stopped != 0 => {
+                found = Some((t.pid, Event::Stopped(sig)));
+                break;
+            }
+            (_, Report::Continued) if w.continued => {
+                found = Some((t.pid, Event::Continued));
+                break;
+            }
+            _ => {}
         }
     }
     if !any {
         return Err(Errno::ECHILD);
     }
-    let Some((pid, st)) = found else {
+    let Some((pid, ev)) = found else {
         return Ok(None);
     };
-    if keep {
-        drop(k);
-        let mut t = super::cpu::group_times(pid);
-        t.add(super::cpu::children_times(pid));
-        return Ok(Some((pid, st, t)));
-    }
+    let st = match ev {
+        Event::Exited(st) if !w.keep => st,
+        _ => {
+            if !w.keep {
+                super::jobctl::take_report(&mut k, pid, w.stopped, w.continued, false);
+            }
+            drop(k);
+            let mut t = super::cpu::group_times(pid);
+            t.add(super::cpu::children_times(pid));
+            return Ok(Some((pid, ev, t)));
+        }
+    };
     let t: Option<Box<Task>> = k.tasks.remove(&pid);
     drop(k);
     drop(t);
-    Ok(Some((pid, st, super::cpu::reaped(pid, me))))
+    Ok(Some((pid, Event::Exited(st), super::cpu::reaped(pid, me))))
 }
 
 /// The process group of the running task.
