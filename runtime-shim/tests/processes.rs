@@ -383,6 +383,31 @@ fn vfork_child_shares_the_parent_memory() {
     assert_same("vforkmem", &native, &sandboxed);
 }
 
+/// `clone` of a process with `CLONE_FILES`, `CLONE_FS` and
+/// `CLONE_SIGHAND` (cloneshare): an fd the child opens is open in the
+/// parent and one the parent closes is closed in the child; a `chdir` and
+/// `umask` of the child are the parent's; a handler the child installs is
+/// the parent's; none of it without the flags; `unshare(CLONE_FILES)` and
+/// `unshare(CLONE_FS)` in the parent leave the child's unchanged; `execve`
+/// in a `CLONE_FILES` child closes its close-on-exec fds only, and in a
+/// `CLONE_SIGHAND` child resets only its own handlers; `CLONE_SIGHAND`
+/// without `CLONE_VM` is `EINVAL`. Failed before the shared objects (the
+/// flags were `ENOSYS`, `unshare` did not exist).
+#[test]
+fn clone_shares_files_fs_and_handlers() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("cloneshare");
+    let native = run_native(&prog, &[], &[]);
+    assert!(
+        native.status == 0 && stdout(&native).ends_with("done\n"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &[], &[]);
+    assert_same("cloneshare", &native, &sandboxed);
+}
+
 /// `tar -czf` then `tar -xzf` (tar forks gzip) and a recursive compare.
 #[test]
 fn shell_tar_gzip_round_trip() {

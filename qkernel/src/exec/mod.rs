@@ -100,10 +100,16 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
         Err(e) => die(&alloc::format!("{e}")),
     };
 
+    // Linux's `unshare_files`: a table shared with another process
+    // (`CLONE_FILES`) is copied first, so close-on-exec closes only this
+    // process's fds; a shared handler table is copied too before the
+    // handlers go back to `SIG_DFL` (the other sharers keep theirs).
+    crate::fs::files::unshare(&mut p.files);
     p.files.close_on_exec();
+    crate::process::unshare_handlers(&mut p.signals);
     // capabilities(7) for a file without file capabilities or set-id bits.
     p.caps = p.caps.after_exec(&p.ids, crate::syscalls::no_new_privs());
-    for (i, act) in p.signals.actions.iter_mut().enumerate() {
+    for (i, act) in p.signals.lock().actions.iter_mut().enumerate() {
         let handler = if act.handler == 1 { 1 } else { 0 };
         if act.handler > 1 {
             signal::set_disposition(i as u32 + 1, 0);

@@ -124,7 +124,7 @@ pub fn may_access(cur: &mut Process, pid: u32) -> bool {
 /// The open fds of task `pid`.
 pub fn fds(cur: &mut Process, pid: u32) -> Vec<usize> {
     with_proc(cur, pid, |_, p| {
-        p.map(|p| p.files.numbers().collect()).unwrap_or_default()
+        p.map(|p| p.files.numbers()).unwrap_or_default()
     })
     .unwrap_or_default()
 }
@@ -138,7 +138,7 @@ pub fn link(cur: &mut Process, pid: u32, which: &str) -> Option<String> {
         let p = p?;
         Some(match which {
             "exe" => p.exe.clone(),
-            "cwd" => p.cwd.clone(),
+            "cwd" => p.fs.cwd(),
             _ => "/".into(),
         })
     })
@@ -260,8 +260,8 @@ fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
                 caught,
                 ignored,
                 ids: p.ids,
-                umask: p.umask,
-                fds: p.files.numbers().count(),
+                umask: p.fs.umask(),
+                fds: p.files.count(),
                 caps: p.caps,
                 groups: p.groups.clone(),
             }
@@ -484,7 +484,7 @@ fn limits() -> String {
 fn dispositions(p: &Process) -> (u64, u64) {
     let mut caught = 0u64;
     let mut ignored = 0u64;
-    for (i, a) in p.signals.actions.iter().enumerate() {
+    for (i, a) in p.signals.lock().actions.iter().enumerate() {
         match a.handler {
             0 => {}
             1 => ignored |= 1 << i,

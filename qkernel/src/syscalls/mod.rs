@@ -27,6 +27,7 @@ mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
+mod sys_unshare;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -190,7 +191,7 @@ pub static ENTRIES: &[Entry] = &[
         56,
         sys_task::sys_clone,
         Partial,
-        "threads; CLONE_VM without CLONE_THREAD only with CLONE_VFORK",
+        "threads; shared files/fs/handlers; CLONE_VM without CLONE_THREAD only with CLONE_VFORK",
     ),
     e(57, sys_task::sys_fork, Full, "copy-on-write"),
     e(
@@ -461,6 +462,12 @@ pub static ENTRIES: &[Entry] = &[
     e(269, sys_stat::faccessat, Full, ""),
     e(270, sys_poll::pselect6, Full, ""),
     e(271, sys_poll::ppoll, Full, ""),
+    e(
+        272,
+        sys_unshare::unshare,
+        Partial,
+        "CLONE_FILES, CLONE_FS; namespaces EPERM",
+    ),
     e(273, sys_proc::set_robust_list, Stub, "recorded"),
     e(280, sys_path::utimensat, Full, ""),
     e(281, sys_poll::epoll_pwait, Full, ""),

@@ -158,13 +158,6 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     if a.flags & CLONE_SIGHAND != 0 && a.flags & CLONE_VM == 0 {
         return Err(Errno::EINVAL);
     }
-    if a.flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS) != 0 && a.flags & CLONE_VFORK == 0 {
-        log::warn!(
-            "clone flags {:#x}: shared files, fs or handlers without CLONE_THREAD are not supported",
-            a.flags
-        );
-        return Err(Errno::ENOSYS);
-    }
     // CLONE_VM | CLONE_VFORK (vfork, posix_spawn): the child runs on the
     // parent's address space while the parent waits (below).
     if a.flags & CLONE_VM != 0 && a.flags & CLONE_VFORK == 0 {
@@ -191,10 +184,21 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     };
     let mut child = Process {
         mm,
-        signals: p.signals,
-        files: p.files.clone(),
-        cwd: p.cwd.clone(),
-        umask: p.umask,
+        signals: if a.flags & CLONE_SIGHAND != 0 {
+            p.signals.clone()
+        } else {
+            crate::process::copy_handlers(&p.signals)
+        },
+        files: if a.flags & CLONE_FILES != 0 {
+            p.files.clone()
+        } else {
+            p.files.copy()
+        },
+        fs: if a.flags & CLONE_FS != 0 {
+            p.fs.clone()
+        } else {
+            p.fs.copy()
+        },
         exe: p.exe.clone(),
         cmdline: p.cmdline.clone(),
         environ: p.environ.clone(),
@@ -269,7 +273,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
 static LENT: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
 
 /// Whether the running thread group has other threads.
-fn has_threads() -> bool {
+pub fn has_threads() -> bool {
     let (me, g) = (current_pid(), super::current_tgid());
     KERNEL
         .lock()

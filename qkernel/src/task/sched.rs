@@ -223,7 +223,7 @@ pub fn switch(next: u32) {
         }
         if let Some(p) = pg.as_ref() {
             process::activate(&p.mm);
-            crate::signal::load_group(&p.signals.actions, &p.shared_sig);
+            crate::signal::load_group(&p.signals.lock().actions, &p.shared_sig);
         }
     }
     let Some(t) = k.tasks.get_mut(&next) else {

@@ -44,7 +44,7 @@ fn disp_of(k: &Kernel, g: u32) -> Disp {
     k.tasks
         .get(&g)
         .and_then(|l| l.proc.as_ref())
-        .map(|p| Disp::of(&p.signals.actions))
+        .map(|p| Disp::of(&p.signals.lock().actions))
         .unwrap_or_default()
 }
 
@@ -93,7 +93,7 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
     } else if let Some(parent) = k.tasks.get_mut(&ppid)
         && let Some(pp) = parent.proc.as_mut()
     {
-        let d = Disp::of(&pp.signals.actions);
+        let d = Disp::of(&pp.signals.lock().actions);
         if exit_signal == SIGCHLD && d.ignored & signal::bit(SIGCHLD) != 0 {
             auto_reap = true;
         } else if exit_signal != 0 && !d.ignores(exit_signal) {

@@ -1,0 +1,339 @@
+/*
+ * cloneshare: what clone's CLONE_FILES, CLONE_FS and CLONE_SIGHAND share
+ * between two processes (not threads), and what unshare and execve take
+ * back (processes.rs::clone_shares_files_fs_and_handlers). Each case
+ * prints one line; the test compares them with a native run.
+ *
+ * Children report through their exit status (they share no memory
+ * unless CLONE_VM) and wait for the parent on a pipe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char stack[256 * 1024] __attribute__((aligned(16)));
+static char *self;
+static int sync_pipe[2];
+static int probe_fd = -1;
+
+static void *stack_top(void)
+{
+	return stack + sizeof(stack);
+}
+
+/* Starts `fn` in a child made with `flags` | SIGCHLD; returns its exit
+ * status (or 100 + signal), -errno if clone failed. */
+static int run(int (*fn)(void *), int flags)
+{
+	pid_t c = clone(fn, stack_top(), flags | SIGCHLD, NULL);
+	if (c < 0)
+		return -errno;
+	int st;
+	if (waitpid(c, &st, 0) != c)
+		return -1000;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+/* Like run(), but the parent does `between` while the child waits on the
+ * sync pipe, then lets it go on. */
+static int run_sync(int (*fn)(void *), int flags, void (*between)(void))
+{
+	if (pipe(sync_pipe) != 0)
+		return -2000;
+	pid_t c = clone(fn, stack_top(), flags | SIGCHLD, NULL);
+	if (c < 0)
+		return -errno;
+	between();
+	char b = 'g';
+	if (write(sync_pipe[1], &b, 1) != 1)
+		return -3000;
+	int st;
+	if (waitpid(c, &st, 0) != c)
+		return -1000;
+	close(sync_pipe[0]);
+	close(sync_pipe[1]);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+static void wait_parent(void)
+{
+	char b;
+	while (read(sync_pipe[0], &b, 1) < 0 && errno == EINTR)
+		;
+}
+
+static int fd_open(int fd)
+{
+	return fcntl(fd, F_GETFD) >= 0;
+}
+
+/* The child opens this program; its fd number is the exit status. */
+static int child_opens(void *arg)
+{
+	(void)arg;
+	int fd = open(self, O_RDONLY);
+	return fd < 0 ? 255 : fd;
+}
+
+/* The child checks probe_fd after the parent closed it: 1 if EBADF. */
+static int child_probe_after(void *arg)
+{
+	(void)arg;
+	wait_parent();
+	return fcntl(probe_fd, F_GETFD) < 0 && errno == EBADF;
+}
+
+static void parent_closes_probe(void)
+{
+	close(probe_fd);
+}
+
+static void files_case(const char *name, int flags)
+{
+	int fd = run(child_opens, flags);
+	char magic[4] = {0};
+	int seen = fd >= 0 && fd < 255 && fd_open(fd);
+	if (seen && pread(fd, magic, 4, 0) != 4)
+		seen = 0;
+	printf("%s: child's fd %s in the parent%s\n", name, seen ? "open" : "not open",
+	       seen && memcmp(magic, "\177ELF", 4) == 0 ? " (reads the ELF magic)" : "");
+	if (seen)
+		close(fd);
+	probe_fd = open("/dev/null", O_RDONLY);
+	int r = run_sync(child_probe_after, flags, parent_closes_probe);
+	printf("%s: fd the parent closed is %s in the child\n", name,
+	       r == 1 ? "EBADF" : r == 0 ? "still open" : "?");
+}
+
+static int child_moves(void *arg)
+{
+	(void)arg;
+	if (chdir("/usr") != 0)
+		return 1;
+	umask(027);
+	return 0;
+}
+
+static void fs_case(const char *name, int flags)
+{
+	if (chdir("/") != 0)
+		return;
+	umask(022);
+	int r = run(child_moves, flags);
+	char cwd[256];
+	if (!getcwd(cwd, sizeof(cwd)))
+		strcpy(cwd, "?");
+	mode_t m = umask(022);
+	printf("%s: child status %d, parent cwd %s umask %03o\n", name, r, cwd, (unsigned)m);
+	if (chdir("/") != 0)
+		return;
+}
+
+static volatile sig_atomic_t got;
+
+static void handler(int sig)
+{
+	got = sig;
+}
+
+static int child_installs(void *arg)
+{
+	(void)arg;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	return sigaction(SIGUSR1, &sa, NULL) != 0;
+}
+
+static void sighand_case(const char *name, int flags)
+{
+	signal(SIGUSR1, SIG_IGN);
+	int r = run(child_installs, flags);
+	struct sigaction old;
+	sigaction(SIGUSR1, NULL, &old);
+	const char *what = old.sa_handler == handler ? "the child's handler"
+			   : old.sa_handler == SIG_IGN ? "SIG_IGN"
+						       : "other";
+	got = 0;
+	if (old.sa_handler == handler)
+		raise(SIGUSR1);
+	printf("%s: child status %d, parent's SIGUSR1 is %s, handler ran %d\n", name, r, what,
+	       got == SIGUSR1);
+	signal(SIGUSR1, SIG_DFL);
+}
+
+static int child_execs_sig(void *arg)
+{
+	(void)arg;
+	char *argv[] = {self, "sig-child", NULL};
+	execv(self, argv);
+	return 99;
+}
+
+/* After the exec in a CLONE_SIGHAND child: SIGUSR2 handled before the
+ * exec is SIG_DFL now (1), SIGUSR1 ignored stays ignored (2). */
+static int sig_child(void)
+{
+	struct sigaction a, b;
+	sigaction(SIGUSR2, NULL, &a);
+	sigaction(SIGUSR1, NULL, &b);
+	return (a.sa_handler == SIG_DFL) | ((b.sa_handler == SIG_IGN) << 1);
+}
+
+static void sighand_exec_case(void)
+{
+	signal(SIGUSR2, handler);
+	signal(SIGUSR1, SIG_IGN);
+	int r = run(child_execs_sig, CLONE_SIGHAND | CLONE_VM | CLONE_VFORK);
+	struct sigaction a;
+	sigaction(SIGUSR2, NULL, &a);
+	printf("exec in a CLONE_SIGHAND child: status %d (3: reset, ignored kept), "
+	       "parent's SIGUSR2 %s\n",
+	       r, a.sa_handler == handler ? "still handled" : "lost");
+	signal(SIGUSR2, SIG_DFL);
+	signal(SIGUSR1, SIG_DFL);
+}
+
+static int unshare_opened = -1;
+
+/* The parent unshared its table, then opened `unshare_opened` and closed
+ * probe_fd: the child sees neither change (bit 0: probe_fd still open,
+ * bit 1: the new fd not open). */
+static int child_after_unshare(void *arg)
+{
+	(void)arg;
+	wait_parent();
+	return fd_open(probe_fd) | (!fd_open(unshare_opened) << 1);
+}
+
+static void parent_unshares_files(void)
+{
+	if (unshare(CLONE_FILES) != 0)
+		printf("unshare(CLONE_FILES): %s\n", strerror(errno));
+	unshare_opened = open("/dev/zero", O_RDONLY);
+	close(probe_fd);
+}
+
+static int child_cwd_after_unshare(void *arg)
+{
+	(void)arg;
+	wait_parent();
+	char cwd[256];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return 9;
+	return strcmp(cwd, "/") == 0 ? 1 : 2;
+}
+
+static void parent_unshares_fs(void)
+{
+	if (unshare(CLONE_FS) != 0)
+		printf("unshare(CLONE_FS): %s\n", strerror(errno));
+	if (chdir("/usr") != 0)
+		printf("chdir: %s\n", strerror(errno));
+}
+
+static void unshare_cases(void)
+{
+	probe_fd = open("/dev/null", O_RDONLY);
+	int r = run_sync(child_after_unshare, CLONE_FILES, parent_unshares_files);
+	printf("unshare(CLONE_FILES) in the parent: child status %d (3: unaffected)\n", r);
+	printf("unshare(CLONE_FILES): parent's new fd %s, closed fd %s\n",
+	       fd_open(unshare_opened) ? "open" : "not open",
+	       fd_open(probe_fd) ? "open" : "closed");
+	close(unshare_opened);
+	if (chdir("/") != 0)
+		return;
+	r = run_sync(child_cwd_after_unshare, CLONE_FS, parent_unshares_fs);
+	char cwd[256];
+	if (!getcwd(cwd, sizeof(cwd)))
+		strcpy(cwd, "?");
+	printf("unshare(CLONE_FS) in the parent: child status %d (1: still /), parent cwd %s\n", r,
+	       cwd);
+	if (chdir("/") != 0)
+		return;
+	printf("unshare(CLONE_FILES|CLONE_FS) alone: %d\n", unshare(CLONE_FILES | CLONE_FS));
+	printf("unshare(CLONE_SIGHAND) alone: %d\n", unshare(CLONE_SIGHAND));
+	errno = 0;
+	int u = unshare(1);
+	printf("unshare(0x1): %d %s\n", u, strerror(errno));
+}
+
+static int cloexec_fd = -1, plain_fd = -1;
+
+static int child_execs(void *arg)
+{
+	(void)arg;
+	char a[16], b[16];
+	snprintf(a, sizeof(a), "%d", cloexec_fd);
+	snprintf(b, sizeof(b), "%d", plain_fd);
+	char *argv[] = {self, "exec-child", a, b, NULL};
+	execv(self, argv);
+	return 99;
+}
+
+/* After the exec in a CLONE_FILES child: the close-on-exec fd is closed,
+ * the other open; it closes that one and opens two files. */
+static int exec_child(int cloexec, int plain)
+{
+	int st = (!fd_open(cloexec)) | (fd_open(plain) << 1);
+	close(plain);
+	open("/dev/null", O_RDONLY);
+	open("/dev/null", O_RDONLY);
+	return st;
+}
+
+static void exec_case(void)
+{
+	cloexec_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	plain_fd = open("/dev/null", O_RDONLY);
+	int free_before = dup(0);
+	close(free_before);
+	int r = run(child_execs, CLONE_FILES);
+	int free_after = dup(0);
+	close(free_after);
+	printf("exec in a CLONE_FILES child: status %d (3: cloexec closed, other open)\n", r);
+	printf("exec in a CLONE_FILES child: parent's cloexec fd %s, other fd %s, "
+	       "lowest free fd %s\n",
+	       fd_open(cloexec_fd) ? "open" : "closed", fd_open(plain_fd) ? "open" : "closed",
+	       free_before == free_after ? "unchanged" : "changed");
+	close(cloexec_fd);
+	close(plain_fd);
+}
+
+int main(int argc, char **argv)
+{
+	self = argv[0];
+	if (argc == 4 && strcmp(argv[1], "exec-child") == 0)
+		return exec_child(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "sig-child") == 0)
+		return sig_child();
+	setvbuf(stdout, NULL, _IONBF, 0);
+
+	files_case("CLONE_FILES", CLONE_FILES);
+	files_case("no CLONE_FILES", 0);
+	fs_case("CLONE_FS", CLONE_FS);
+	fs_case("no CLONE_FS", 0);
+	sighand_case("CLONE_SIGHAND|CLONE_VM|CLONE_VFORK",
+		     CLONE_SIGHAND | CLONE_VM | CLONE_VFORK);
+	sighand_case("CLONE_VM|CLONE_VFORK", CLONE_VM | CLONE_VFORK);
+	sighand_case("no flags", 0);
+	sighand_exec_case();
+	errno = 0;
+	long r = syscall(SYS_clone, CLONE_SIGHAND | SIGCHLD, 0, 0, 0, 0);
+	if (r == 0)
+		_exit(0);
+	printf("CLONE_SIGHAND without CLONE_VM: %ld %s\n", r, strerror(errno));
+	unshare_cases();
+	exec_case();
+	printf("done\n");
+	return 0;
+}
