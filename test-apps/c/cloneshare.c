@@ -15,10 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define FUTEX_PRIVATE_FLAG 128
+#define FUTEX_WAIT_PRIVATE (FUTEX_WAIT | FUTEX_PRIVATE_FLAG)
+#define FUTEX_WAKE_PRIVATE (FUTEX_WAKE | FUTEX_PRIVATE_FLAG)
 
 static char stack[256 * 1024] __attribute__((aligned(16)));
 static char *self;
@@ -309,6 +317,214 @@ static void exec_case(void)
 	close(plain_fd);
 }
 
+/* CLONE_VM without CLONE_THREAD or CLONE_VFORK: a process on the
+ * parent's memory, with its own pid and exit status. */
+static volatile int shared_word;
+static volatile int child_pid_seen;
+static char *volatile child_map;
+static int vm_pipe[2];
+
+static int vm_child_writes(void *arg)
+{
+	(void)arg;
+	shared_word = 42;
+	child_pid_seen = getpid();
+	child_map = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (child_map != MAP_FAILED)
+		strcpy(child_map + 4096, "mapped by the child");
+	return 7;
+}
+
+/* Waits for a value the parent stores after the clone, doubles it. */
+static int vm_child_answers(void *arg)
+{
+	(void)arg;
+	char b;
+	if (read(vm_pipe[0], &b, 1) != 1)
+		return 1;
+	shared_word *= 2;
+	return 0;
+}
+
+static int vm_child_futex(void *arg)
+{
+	(void)arg;
+	shared_word = 1;
+	syscall(SYS_futex, &shared_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	_exit(5);
+}
+
+static int vm_child_faults(void *arg)
+{
+	(void)arg;
+	shared_word = 3;
+	volatile int *volatile target = NULL;
+	*target = 1;
+	return 0;
+}
+
+static int vm_child_blocks(void *arg)
+{
+	(void)arg;
+	char b;
+	shared_word = 11;
+	return read(vm_pipe[0], &b, 1) == 1 ? 0 : 1;
+}
+
+static int q_pipe[2], block_pipe[2];
+
+/* Runs after its parent blocked in waitpid, tells the killer, blocks. */
+static int vm_child_last(void *arg)
+{
+	(void)arg;
+	char b;
+	if (read(vm_pipe[0], &b, 1) != 1)
+		return 1;
+	shared_word = 77;
+	if (write(q_pipe[1], "x", 1) != 1)
+		return 2;
+	return read(block_pipe[0], &b, 1) == 1 ? 0 : 3;
+}
+
+static int vm_child_execs(void *arg)
+{
+	(void)arg;
+	shared_word = 6;
+	char *argv[] = {self, "exit-4", NULL};
+	execv(self, argv);
+	return 99;
+}
+
+/* A process whose CLONE_VM parent exits first: it goes on on the space. */
+static int vm_orphan(void *arg)
+{
+	(void)arg;
+	char b;
+	if (read(vm_pipe[0], &b, 1) != 1)
+		return 1;
+	shared_word += 100;
+	char msg[32];
+	int n = snprintf(msg, sizeof(msg), "%d", shared_word);
+	return write(sync_pipe[1], msg, n) == n ? 9 : 2;
+}
+
+static int status_of(pid_t c)
+{
+	int st;
+	if (waitpid(c, &st, 0) != c)
+		return -1000;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+static void vm_cases(void)
+{
+	const int f = CLONE_VM | SIGCHLD;
+	shared_word = 0;
+	pid_t c = clone(vm_child_writes, stack_top(), f, NULL);
+	int r = status_of(c);
+	printf("CLONE_VM: status %d, word %d, own pid %s, mapping \"%s\"\n", r, shared_word,
+	       child_pid_seen == c && c != getpid() ? "yes" : "no",
+	       child_map == MAP_FAILED || !child_map ? "none" : child_map + 4096);
+
+	if (pipe(vm_pipe) != 0)
+		return;
+	shared_word = 0;
+	c = clone(vm_child_answers, stack_top(), f, NULL);
+	shared_word = 21;
+	if (write(vm_pipe[1], "x", 1) != 1)
+		return;
+	r = status_of(c);
+	printf("CLONE_VM: parent stored 21 after the clone, child doubled it: %d (status %d)\n",
+	       shared_word, r);
+
+	shared_word = 0;
+	pid_t ctid = -1;
+	c = clone(vm_child_futex, stack_top(), f | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID, NULL,
+		  NULL, NULL, &ctid);
+	while (shared_word == 0)
+		syscall(SYS_futex, &shared_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	while (ctid != 0)
+		syscall(SYS_futex, &ctid, FUTEX_WAIT, ctid, NULL, NULL, 0);
+	r = status_of(c);
+	printf("CLONE_VM: futex wake from the child, ctid cleared at its _exit, status %d\n", r);
+
+	shared_word = 0;
+	c = clone(vm_child_faults, stack_top(), f, NULL);
+	r = status_of(c);
+	printf("CLONE_VM: child faulted: status %d, word %d, parent goes on\n", r, shared_word);
+
+	shared_word = 0;
+	c = clone(vm_child_blocks, stack_top(), f, NULL);
+	while (shared_word != 11)
+		sched_yield();
+	kill(c, SIGKILL);
+	r = status_of(c);
+	printf("CLONE_VM: child killed while blocked: status %d\n", r);
+
+	/* Killed by another process (not sharing the space) while it was
+	 * the last of the two to run. */
+	if (pipe(q_pipe) != 0 || pipe(block_pipe) != 0)
+		return;
+	int pid_pipe[2];
+	if (pipe(pid_pipe) != 0)
+		return;
+	shared_word = 0;
+	pid_t q = fork();
+	if (q == 0) {
+		pid_t v;
+		char b;
+		if (read(pid_pipe[0], &v, sizeof(v)) != sizeof(v) || read(q_pipe[0], &b, 1) != 1)
+			_exit(1);
+		_exit(kill(v, SIGKILL) == 0 ? 0 : 2);
+	}
+	c = clone(vm_child_last, stack_top(), f, NULL);
+	if (write(pid_pipe[1], &c, sizeof(c)) != sizeof(c) || write(vm_pipe[1], "x", 1) != 1)
+		return;
+	r = status_of(c);
+	int qs = status_of(q);
+	printf("CLONE_VM: child killed by a third process: status %d, word %d, killer %d\n", r,
+	       shared_word, qs);
+	close(pid_pipe[0]);
+	close(pid_pipe[1]);
+	close(q_pipe[0]);
+	close(q_pipe[1]);
+	close(block_pipe[0]);
+	close(block_pipe[1]);
+
+	shared_word = 0;
+	c = clone(vm_child_execs, stack_top(), f, NULL);
+	r = status_of(c);
+	printf("CLONE_VM: child exec'd: status %d, word %d\n", r, shared_word);
+
+	/* An intermediate process P makes a CLONE_VM child and exits at once;
+	 * the child goes on on the space P left and reports through a pipe. */
+	if (pipe(sync_pipe) != 0)
+		return;
+	pid_t p = fork();
+	if (p == 0) {
+		shared_word = 1000;
+		pid_t o = clone(vm_orphan, stack_top(), f, NULL);
+		_exit(o > 0 ? 0 : 1);
+	}
+	r = status_of(p);
+	if (write(vm_pipe[1], "x", 1) != 1)
+		return;
+	char buf[32] = {0};
+	ssize_t n = read(sync_pipe[0], buf, sizeof(buf) - 1);
+	int orphan_status = -1;
+	int st;
+	pid_t w = wait(&st);
+	if (w > 0)
+		orphan_status = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+	printf("CLONE_VM: parent P exited (%d) first; its child read %s, status %d\n", r,
+	       n > 0 ? buf : "nothing", orphan_status);
+	close(sync_pipe[0]);
+	close(sync_pipe[1]);
+	close(vm_pipe[0]);
+	close(vm_pipe[1]);
+	printf("CLONE_VM: unshare(CLONE_VM) alone: %d\n", unshare(CLONE_VM));
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -316,6 +532,9 @@ int main(int argc, char **argv)
 		return exec_child(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 2 && strcmp(argv[1], "sig-child") == 0)
 		return sig_child();
+	if (argc == 2 && strcmp(argv[1], "exit-4") == 0)
+		return 4;
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setvbuf(stdout, NULL, _IONBF, 0);
 
 	files_case("CLONE_FILES", CLONE_FILES);
@@ -334,6 +553,7 @@ int main(int argc, char **argv)
 	printf("CLONE_SIGHAND without CLONE_VM: %ld %s\n", r, strerror(errno));
 	unshare_cases();
 	exec_case();
+	vm_cases();
 	printf("done\n");
 	return 0;
 }

@@ -75,12 +75,14 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
     let fresh = AddrSpace::new();
     process::activate(&fresh);
     let mut old = core::mem::replace(&mut p.mm, fresh);
-    // A vfork child gives its parent's space back (and frees the stand-in).
-    crate::task::fork::lend_back(
-        &mut crate::task::KERNEL.lock(),
-        crate::task::current_pid(),
-        &mut old,
-    );
+    // A vfork child gives its parent's space back (and frees the
+    // stand-in); a process sharing its space (CLONE_VM) leaves it to the
+    // others.
+    {
+        let mut k = crate::task::KERNEL.lock();
+        crate::task::fork::lend_back(&mut k, crate::task::current_pid(), &mut old);
+        crate::task::mmshare::leave(&mut k, crate::task::current_tgid(), &mut old);
+    }
     // SAFETY: CR3 now names the fresh space's PGD.
     unsafe { old.free() };
 

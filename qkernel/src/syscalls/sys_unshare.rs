@@ -59,7 +59,10 @@ pub fn unshare(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if flags & (CLONE_SIGHAND | CLONE_VM) != 0 && Arc::strong_count(&p.signals) > 1 {
         return Err(Errno::EINVAL);
     }
-    if flags & CLONE_VM != 0 && crate::task::fork::lent(crate::task::current_pid()) {
+    if flags & CLONE_VM != 0
+        && (crate::task::fork::lent(crate::task::current_pid())
+            || crate::task::mmshare::member(crate::task::current_tgid()))
+    {
         return Err(Errno::EINVAL);
     }
     if flags & NAMESPACES != 0 {

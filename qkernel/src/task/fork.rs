@@ -158,10 +158,14 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     if a.flags & CLONE_SIGHAND != 0 && a.flags & CLONE_VM == 0 {
         return Err(Errno::EINVAL);
     }
-    // CLONE_VM | CLONE_VFORK (vfork, posix_spawn): the child runs on the
-    // parent's address space while the parent waits (below).
-    if a.flags & CLONE_VM != 0 && a.flags & CLONE_VFORK == 0 {
-        log::warn!("clone flags {:#x}: CLONE_VM without CLONE_VFORK", a.flags);
+    let me = super::current_tgid();
+    // A vfork child runs on its parent's space only until it execs or
+    // exits (`lend_back`): it cannot share it with a third process.
+    if a.flags & CLONE_VM != 0 && lent(me) {
+        log::warn!(
+            "clone flags {:#x}: CLONE_VM from a vfork child is not supported",
+            a.flags
+        );
         return Err(Errno::ENOSYS);
     }
     if KERNEL.lock().tasks.len() >= MAX_TASKS {
@@ -175,10 +179,17 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     // A vfork child (CLONE_VM | CLONE_VFORK) runs on the parent's own
     // address space, lent to it until it execs or exits; the parent,
     // which waits meanwhile, holds an empty one. A parent with other
-    // threads (which would run on) gets a copy-on-write copy instead.
-    let lend = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK && !has_threads();
+    // threads, or sharing its space with another process (either would
+    // run on), gives it a copy-on-write copy instead. CLONE_VM alone: the
+    // two processes share the space (`mmshare`); the child starts with a
+    // stand-in and takes the space when it first runs.
+    let vfork = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK;
+    let lend = vfork && !has_threads() && !super::mmshare::member(me);
+    let share = a.flags & CLONE_VM != 0 && !vfork;
     let mm = if lend {
         core::mem::replace(&mut p.mm, AddrSpace::new())
+    } else if share {
+        AddrSpace::new()
     } else {
         cow_copy(&mut p.mm)?
     };
@@ -224,12 +235,14 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         }
     };
     let fpu = FpuState::current();
-    let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let pid = alloc_pid(&mut k);
     if lend {
         set_tids(a, None, &mut child.mm, pid);
         LENT.lock().insert(pid, me);
+    } else if share {
+        set_tids(a, None, &mut p.mm, pid);
+        super::mmshare::join(me, pid);
     } else {
         set_tids(a, Some(&mut child.mm), &mut p.mm, pid);
     }

@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod fork;
 pub mod futex;
 pub mod kstack;
+pub mod mmshare;
 pub mod offload;
 pub mod park;
 pub mod pgrp;

@@ -141,6 +141,11 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 /// threads go at once, its fds close, its leader becomes a zombie.
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
+    if super::mmshare::member(g) {
+        // The space lives on in another process: as Linux's `mm_release`,
+        // the exiting thread's `clear_child_tid` is zeroed and woken.
+        clear_child_tid();
+    }
     let proc = PROCESS.lock().take();
     let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
     if let Some(p) = proc {
@@ -152,7 +157,13 @@ pub fn exit_group(st: Status) -> ! {
         drop(files);
         // A vfork child gives its parent's space back (CR3 names it: it
         // stays) and the stand-in goes instead.
-        super::fork::lend_back(&mut KERNEL.lock(), g, &mut mm);
+        {
+            let mut k = KERNEL.lock();
+            super::fork::lend_back(&mut k, g, &mut mm);
+            // A space shared with another process (CLONE_VM) stays with
+            // it; the stand-in goes instead.
+            super::mmshare::leave(&mut k, g, &mut mm);
+        }
         sched::set_dead(mm);
     }
     let mut k = KERNEL.lock();
@@ -185,27 +196,7 @@ pub fn exit_group(st: Status) -> ! {
 /// released. The last thread of a group ends the group.
 pub fn exit_thread(code: u8) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    let (key, ctid) = {
-        let mut guard = PROCESS.lock();
-        match guard.as_mut() {
-            Some(p) => {
-                super::futex::release_robust(p, me);
-                let a = crate::process::thread().clear_child_tid;
-                if a != 0 {
-                    // As Linux, a bad address is ignored.
-                    let _ = uaccess::write(&mut p.mm, a, &0u32);
-                }
-                (p.mm.pt.kernel_cr3(), a)
-            }
-            None => (0, 0),
-        }
-    };
-    if ctid != 0 {
-        // Linux wakes the shared key; the private one too, for joiners
-        // that wait privately (a spurious wake-up is allowed there).
-        super::futex::wake((key, ctid | 1), 1, u32::MAX);
-        super::futex::wake((key, ctid), 1, u32::MAX);
-    }
+    clear_child_tid();
     let mut k = KERNEL.lock();
     let others = k
         .tasks
@@ -230,6 +221,33 @@ pub fn exit_thread(code: u8) -> ! {
     sched::leave_dead()
 }
 
+/// The running thread's robust futexes are released, its
+/// `clear_child_tid` word zeroed and its futex woken (`pthread_join`).
+fn clear_child_tid() {
+    let me = super::current_pid();
+    let (key, ctid) = {
+        let mut guard = PROCESS.lock();
+        match guard.as_mut() {
+            Some(p) => {
+                super::futex::release_robust(p, me);
+                let a = crate::process::thread().clear_child_tid;
+                if a != 0 {
+                    // As Linux, a bad address is ignored.
+                    let _ = uaccess::write(&mut p.mm, a, &0u32);
+                }
+                (p.mm.pt.kernel_cr3(), a)
+            }
+            None => (0, 0),
+        }
+    };
+    if ctid != 0 {
+        // Linux wakes the shared key; the private one too, for joiners
+        // that wait privately (a spurious wake-up is allowed there).
+        super::futex::wake((key, ctid | 1), 1, u32::MAX);
+        super::futex::wake((key, ctid), 1, u32::MAX);
+    }
+}
+
 /// Kills thread group `g`, which is not running, with signal `sig`.
 fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     if signal::init_spares(g) {
@@ -249,6 +267,7 @@ fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     if let Some(mut p) = proc {
         t.comm = p.comm;
         super::fork::lend_back(k, g, &mut p.mm);
+        super::mmshare::leave(k, g, &mut p.mm);
         free_process(p);
     }
     if zombify(k, g, Status::Killed(sig)) {
