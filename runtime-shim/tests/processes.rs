@@ -391,8 +391,12 @@ fn vfork_child_shares_the_parent_memory() {
 /// `unshare(CLONE_FS)` in the parent leave the child's unchanged; `execve`
 /// in a `CLONE_FILES` child closes its close-on-exec fds only, and in a
 /// `CLONE_SIGHAND` child resets only its own handlers; `CLONE_SIGHAND`
-/// without `CLONE_VM` is `EINVAL`. Failed before the shared objects (the
-/// flags were `ENOSYS`, `unshare` did not exist).
+/// without `CLONE_VM` is `EINVAL`. `CLONE_VM` alone makes a process on
+/// the parent's memory (own pid and status; a global, a mapping, a futex
+/// and `clear_child_tid` shared; it faults, is killed by its parent or by
+/// a third process, execs, outlives its parent; `/proc/PID/maps` of both
+/// the same). Failed before the shared objects (the flags were `ENOSYS`,
+/// `unshare` did not exist).
 #[test]
 fn clone_shares_files_fs_and_handlers() {
     if !require_kvm() {

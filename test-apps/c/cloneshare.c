@@ -372,6 +372,34 @@ static int vm_child_blocks(void *arg)
 }
 
 static int q_pipe[2], block_pipe[2];
+static char maps_a[65536], maps_b[65536];
+
+/* /proc/PID/maps of `a` and `b` (0: self) read into maps_a and maps_b:
+ * "same", "differ" or "unreadable". */
+static const char *same_maps(pid_t a, pid_t b)
+{
+	char *bufs[2] = {maps_a, maps_b};
+	pid_t pids[2] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		char path[64];
+		if (pids[i])
+			snprintf(path, sizeof(path), "/proc/%d/maps", pids[i]);
+		else
+			strcpy(path, "/proc/self/maps");
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return "unreadable";
+		size_t len = 0;
+		ssize_t n;
+		while ((n = read(fd, bufs[i] + len, sizeof(maps_a) - 1 - len)) > 0)
+			len += n;
+		close(fd);
+		bufs[i][len] = 0;
+		if (len == 0)
+			return "empty";
+	}
+	return strcmp(maps_a, maps_b) == 0 ? "same" : "differ";
+}
 
 /* Runs after its parent blocked in waitpid, tells the killer, blocks. */
 static int vm_child_last(void *arg)
@@ -457,6 +485,7 @@ static void vm_cases(void)
 	c = clone(vm_child_blocks, stack_top(), f, NULL);
 	while (shared_word != 11)
 		sched_yield();
+	printf("CLONE_VM: the child's /proc/PID/maps and the parent's: %s\n", same_maps(c, 0));
 	kill(c, SIGKILL);
 	r = status_of(c);
 	printf("CLONE_VM: child killed while blocked: status %d\n", r);
@@ -475,14 +504,18 @@ static void vm_cases(void)
 		char b;
 		if (read(pid_pipe[0], &v, sizeof(v)) != sizeof(v) || read(q_pipe[0], &b, 1) != 1)
 			_exit(1);
-		_exit(kill(v, SIGKILL) == 0 ? 0 : 2);
+		/* Both are blocked; the child ran last. */
+		const char *m = same_maps(v, getppid());
+		_exit((kill(v, SIGKILL) == 0 ? 0 : 2) | (strcmp(m, "same") == 0 ? 0 : 4));
 	}
 	c = clone(vm_child_last, stack_top(), f, NULL);
 	if (write(pid_pipe[1], &c, sizeof(c)) != sizeof(c) || write(vm_pipe[1], "x", 1) != 1)
 		return;
 	r = status_of(c);
 	int qs = status_of(q);
-	printf("CLONE_VM: child killed by a third process: status %d, word %d, killer %d\n", r,
+	printf("CLONE_VM: child killed by a third process: status %d, word %d, killer %d "
+	       "(0: its maps of the two were the same)\n",
+	       r,
 	       shared_word, qs);
 	close(pid_pipe[0]);
 	close(pid_pipe[1]);

@@ -73,6 +73,10 @@ pub fn with_proc<R>(
 ) -> Option<R> {
     let me = task::current_pid();
     let mut k = KERNEL.lock();
+    // A process sharing its space (CLONE_VM) holds it only while it runs
+    // or ran last of its group (`task::mmshare`): it gets it for the look.
+    task::mmshare::hand_to(&mut k, pid);
+    let lend = pid != me && task::mmshare::holder(pid) == Some(task::current_tgid());
     let t = k.tasks.get_mut(&pid)?;
     let (state, exit_code) = match t.state {
         State::Running | State::Runnable => ('R', 0),
@@ -100,6 +104,12 @@ pub fn with_proc<R>(
     if pid == me {
         drop(k);
         Some(f(&view, Some(cur)))
+    } else if lend && let Some(q) = t.proc.as_mut() {
+        // The running process holds the space: lent for the look.
+        core::mem::swap(&mut cur.mm, &mut q.mm);
+        let r = f(&view, Some(&mut *q));
+        core::mem::swap(&mut cur.mm, &mut q.mm);
+        Some(r)
     } else {
         Some(f(&view, t.proc.as_mut()))
     }

@@ -110,6 +110,41 @@ pub fn take(k: &mut Kernel, tgid: u32, p: &mut Process) {
     }
 }
 
+/// The member of `tgid`'s group that holds the space, if `tgid` shares
+/// one.
+pub fn holder(tgid: u32) -> Option<u32> {
+    let g = GROUPS.lock();
+    let id = g.of.get(&tgid)?;
+    g.groups.get(id).map(|grp| grp.holder)
+}
+
+/// Moves the space to switched-out member `tgid` from the switched-out
+/// member holding it (to look at it: `/proc/PID/maps`). Nothing happens
+/// when the holder is the running process (its process is in the running
+/// slot, not in `k`): the caller lends it then.
+pub fn hand_to(k: &mut Kernel, tgid: u32) {
+    let mut g = GROUPS.lock();
+    let Some(&id) = g.of.get(&tgid) else {
+        return;
+    };
+    let Some(grp) = g.groups.get_mut(&id) else {
+        return;
+    };
+    let h = grp.holder;
+    if h == tgid {
+        return;
+    }
+    let mut two = k
+        .tasks
+        .iter_mut()
+        .filter(|(pid, _)| **pid == h || **pid == tgid)
+        .filter_map(|(_, t)| t.proc.as_mut());
+    if let (Some(a), Some(b)) = (two.next(), two.next()) {
+        core::mem::swap(&mut a.mm, &mut b.mm);
+        grp.holder = tgid;
+    }
+}
+
 /// Thread group `tgid` lets go of its address space `mm` (it execs,
 /// exits or is killed; its process is not in the running slot any more
 /// or is about to get a fresh space). If it held the shared space,
