@@ -116,6 +116,46 @@ fn hibernate_with_a_child() {
     assert_eq!(code, 0);
 }
 
+/// Hibernation with two processes on one address space (`cloneshare
+/// hib`: `clone(CLONE_VM)` without `CLONE_THREAD`): the child rewrote half
+/// of 16 MiB and blocks on stdin, the parent waits in wait4; three
+/// hibernate/wake cycles, the first of which must move the 16 MiB (the
+/// space is walked once, from whichever process holds it); then the child
+/// checks every byte and rewrites a quarter, and the parent sees that.
+#[test]
+fn hibernate_two_processes_sharing_memory() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let (mut c, line) = common::controlled::Controlled::start(
+        "cloneshare-hib",
+        &test_apps::path("cloneshare"),
+        &["hib"],
+        Stdio::piped(),
+    );
+    assert_eq!(line, "ready\n");
+    for i in 0..3 {
+        let st = c.hibernate();
+        assert!(
+            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 16 << 20,
+            "cycle {i}: the shared 16 MiB should leave: {st}"
+        );
+        c.ctl("wake");
+    }
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("write");
+    drop(stdin);
+    let (rest, code) = c.finish();
+    assert_eq!(
+        rest,
+        "child: 0 bad bytes\nparent: 0 bad bytes, child status 0\n"
+    );
+    assert_eq!(code, 0);
+}
+
 /// Issue 13: data intact after 100 hibernation cycles with four
 /// processes (hibcycles: pid 1 and three children on a ring of two pipes
 /// and two socketpairs, each with its own 3 MiB, 4 MiB inherited

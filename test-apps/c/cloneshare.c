@@ -558,6 +558,62 @@ static void vm_cases(void)
 	printf("CLONE_VM: unshare(CLONE_VM) alone: %d\n", unshare(CLONE_VM));
 }
 
+/* `cloneshare hib`: hibernation with two processes on one space. The
+ * parent fills 16 MiB with pattern A; its CLONE_VM child rewrites the
+ * second half with pattern B, says "ready" and blocks reading stdin (the
+ * parent waits in wait4) while the test hibernates and wakes the
+ * sandbox; then the child checks every byte and rewrites the first
+ * quarter with pattern C, and the parent checks what it sees. */
+#define HIB_LEN (16u << 20)
+static unsigned char *hib_mem;
+
+static unsigned char hib_value(size_t i, unsigned seed)
+{
+	return (unsigned char)((i >> 12) * 7 + (i & 0xfff) * 13 + seed);
+}
+
+static size_t hib_fill(size_t from, size_t to, unsigned seed, int check)
+{
+	size_t bad = 0;
+	for (size_t i = from; i < to; i++) {
+		if (check)
+			bad += hib_mem[i] != hib_value(i, seed);
+		else
+			hib_mem[i] = hib_value(i, seed);
+	}
+	return bad;
+}
+
+static int hib_child(void *arg)
+{
+	(void)arg;
+	hib_fill(HIB_LEN / 2, HIB_LEN, 'B', 0);
+	if (write(1, "ready\n", 6) != 6)
+		return 1;
+	char line[16];
+	if (read(0, line, sizeof(line)) <= 0)
+		return 2;
+	size_t bad = hib_fill(0, HIB_LEN / 2, 'A', 1) + hib_fill(HIB_LEN / 2, HIB_LEN, 'B', 1);
+	hib_fill(0, HIB_LEN / 4, 'C', 0);
+	char msg[64];
+	int n = snprintf(msg, sizeof(msg), "child: %zu bad bytes\n", bad);
+	return write(1, msg, n) == n ? 0 : 3;
+}
+
+static int hib_main(void)
+{
+	hib_mem = malloc(HIB_LEN);
+	if (!hib_mem)
+		return 2;
+	hib_fill(0, HIB_LEN, 'A', 0);
+	pid_t c = clone(hib_child, stack_top(), CLONE_VM | SIGCHLD, NULL);
+	int r = status_of(c);
+	size_t bad = hib_fill(0, HIB_LEN / 4, 'C', 1) + hib_fill(HIB_LEN / 4, HIB_LEN / 2, 'A', 1) +
+		     hib_fill(HIB_LEN / 2, HIB_LEN, 'B', 1);
+	printf("parent: %zu bad bytes, child status %d\n", bad, r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -567,6 +623,8 @@ int main(int argc, char **argv)
 		return sig_child();
 	if (argc == 2 && strcmp(argv[1], "exit-4") == 0)
 		return 4;
+	if (argc == 2 && strcmp(argv[1], "hib") == 0)
+		return hib_main();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setvbuf(stdout, NULL, _IONBF, 0);
 
