@@ -436,6 +436,18 @@ static int vm_orphan(void *arg)
 	return write(sync_pipe[1], msg, n) == n ? 9 : 2;
 }
 
+static volatile unsigned long spin_count;
+static volatile int spin_stop;
+
+/* Computes until the parent, computing too, sees it counted. */
+static int vm_child_spins(void *arg)
+{
+	(void)arg;
+	while (!spin_stop)
+		spin_count++;
+	return 0;
+}
+
 static int status_of(pid_t c)
 {
 	int st;
@@ -528,6 +540,15 @@ static void vm_cases(void)
 	c = clone(vm_child_execs, stack_top(), f, NULL);
 	r = status_of(c);
 	printf("CLONE_VM: child exec'd: status %d, word %d\n", r, shared_word);
+
+	spin_count = 0;
+	c = clone(vm_child_spins, stack_top(), f, NULL);
+	unsigned long mine = 0;
+	while (spin_count < 20000000)
+		mine++;
+	spin_stop = 1;
+	r = status_of(c);
+	printf("CLONE_VM: both computing on the space: the child counted, status %d\n", r);
 
 	/* An intermediate process P makes a CLONE_VM child and exits at once;
 	 * the child goes on on the space P left and reports through a pipe. */
