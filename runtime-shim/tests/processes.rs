@@ -433,10 +433,11 @@ fn vfork_child_shares_the_parent_memory() {
 /// `CLONE_SIGHAND` child resets only its own handlers; `CLONE_SIGHAND`
 /// without `CLONE_VM` is `EINVAL`. `CLONE_VM` alone makes a process on
 /// the parent's memory (own pid and status; a global, a mapping, a futex
-/// and `clear_child_tid` shared; both compute at once; it faults, is killed by its parent or by
-/// a third process, execs, outlives its parent; `/proc/PID/maps` of both
-/// the same). Failed before the shared objects (the flags were `ENOSYS`,
-/// `unshare` did not exist). With `--cpus 2` as well.
+/// and `clear_child_tid` shared; both compute at once; it faults, is
+/// killed by its parent or by a third process, execs, outlives its
+/// parent; `/proc/PID/maps` of both the same). Failed before the shared
+/// objects (the flags were `ENOSYS`, `unshare` did not exist). Run with
+/// `--cpus 2` as well.
 #[test]
 fn clone_shares_files_fs_and_handlers() {
     if !require_kvm() {
