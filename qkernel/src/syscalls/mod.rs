@@ -191,7 +191,7 @@ pub static ENTRIES: &[Entry] = &[
         56,
         sys_task::sys_clone,
         Partial,
-        "threads; shared files/fs/handlers; CLONE_VM without CLONE_THREAD only with CLONE_VFORK",
+        "threads need CLONE_FILES and CLONE_FS",
     ),
     e(57, sys_task::sys_fork, Full, "copy-on-write"),
     e(
