@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -635,6 +637,51 @@ static int hib_main(void)
 	return 0;
 }
 
+/* vfork from a process with another thread (which computes meanwhile):
+ * the child still runs on the parent's memory. */
+static volatile int vfork_word;
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	while (!spin_stop)
+		spin_count++;
+	return NULL;
+}
+
+static void threaded_vfork_case(void)
+{
+	pthread_t t;
+	spin_stop = 0;
+	if (pthread_create(&t, NULL, spinner, NULL) != 0)
+		return;
+	vfork_word = 0;
+	pid_t c = vfork();
+	if (c == 0) {
+		vfork_word = 5;
+		_exit(3);
+	}
+	int r = status_of(c);
+	spin_stop = 1;
+	pthread_join(t, NULL);
+	printf("vfork from a process with threads: status %d, word %d\n", r, vfork_word);
+
+	/* posix_spawn of a missing program from a process with threads: glibc
+	 * reports the exec error through the memory the child shares. */
+	spin_stop = 0;
+	if (pthread_create(&t, NULL, spinner, NULL) != 0)
+		return;
+	char *argv[] = {"/no/such/program", NULL};
+	pid_t sp;
+	int e = posix_spawn(&sp, argv[0], NULL, NULL, argv, NULL);
+	if (e == 0)
+		r = status_of(sp);
+	spin_stop = 1;
+	pthread_join(t, NULL);
+	printf("posix_spawn from a process with threads: %s%s\n", strerror(e),
+	       e == 0 && r == 127 ? " (child exited 127)" : "");
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -666,6 +713,7 @@ int main(int argc, char **argv)
 	unshare_cases();
 	exec_case();
 	vm_cases();
+	threaded_vfork_case();
 	printf("done\n");
 	return 0;
 }

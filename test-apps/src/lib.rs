@@ -38,6 +38,7 @@ pub const ALL: &[&str] = &[
     // clone's CLONE_FILES/CLONE_FS/CLONE_SIGHAND between processes,
     // unshare, execve in a sharing child (processes.rs).
     "cloneshare",
+    "cloneshare_glibc",
     "creds",
     "devshm",
     "clocks",

@@ -178,14 +178,13 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
     // A vfork child (CLONE_VM | CLONE_VFORK) runs on the parent's own
     // address space, lent to it until it execs or exits; the parent,
-    // which waits meanwhile, holds an empty one. A parent with other
-    // threads, or sharing its space with another process (either would
-    // run on), gives it a copy-on-write copy instead. CLONE_VM alone: the
-    // two processes share the space (`mmshare`); the child starts with a
-    // stand-in and takes the space when it first runs.
+    // which waits meanwhile, holds an empty one. Otherwise (CLONE_VM
+    // alone, or a vfork from a parent whose other threads or sharing
+    // processes run on) the two share the space (`mmshare`): the child
+    // starts with a stand-in and takes the space when it first runs.
     let vfork = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK;
     let lend = vfork && !has_threads() && !super::mmshare::member(me);
-    let share = a.flags & CLONE_VM != 0 && !vfork;
+    let share = a.flags & CLONE_VM != 0 && !lend;
     let mm = if lend {
         core::mem::replace(&mut p.mm, AddrSpace::new())
     } else if share {
