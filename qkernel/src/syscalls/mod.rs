@@ -198,7 +198,7 @@ pub static ENTRIES: &[Entry] = &[
         58,
         sys_task::sys_vfork,
         Partial,
-        "a copy if the parent has threads",
+        "shares through mmshare if the parent has threads",
     ),
     e(
         59,
