@@ -134,6 +134,9 @@ pub mod fd {
     pub const PIPE_SZ: u64 = 26;
     /// `ioctl(TIOCGWINSZ)` of a terminal: returns rows | columns << 16.
     pub const WINSIZE: u64 = 27;
+    /// Who is at the other end of a Unix socket: a [`super::UnixPeer`] at
+    /// GPA `args[4]` (`args[5]` = its size).
+    pub const UNIX_PEER: u64 = 28;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.
@@ -174,6 +177,22 @@ pub struct MsgFds {
     pub modes: [u32; MSG_MAX_FDS],
 }
 const _: () = assert!(core::mem::size_of::<MsgFds>() == 8 + 12 * MSG_MAX_FDS);
+
+/// A Unix socket and its peer as the host sees them (`fd::UNIX_PEER`):
+/// both sockets' inode numbers (`peer_ino` 0: not connected), whether the
+/// peer was made by the VMM itself (so by a process of this sandbox), and
+/// the peer's credentials as the host reports them (`SO_PEERCRED`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnixPeer {
+    pub ino: u32,
+    pub peer_ino: u32,
+    /// 1: the peer socket is the VMM's own.
+    pub inside: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub pad: u32,
+}
 
 /// A socket address as it crosses the ABI: the Linux `sockaddr` bytes and
 /// their length (in: given; out: the full length the kernel reported).

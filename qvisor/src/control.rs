@@ -267,7 +267,11 @@ pub fn signal_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation, 
                 continue;
             }
             let signo = info.ssi_signo as i32;
-            if signo == libc::SIGUSR1 {
+            if signo == libc::SIGUSR1 && hib.holds_guest() {
+                // Its memory is already back with the host; a request
+                // would only wake it.
+                log::info!("SIGUSR1: the sandbox is hibernated: nothing to reclaim");
+            } else if signo == libc::SIGUSR1 {
                 log::info!("SIGUSR1: asking the guest to reclaim free memory");
                 channel.post(ram, control::RECLAIM);
             } else if signo == libc::SIGCONT {

@@ -35,6 +35,8 @@ unsafe impl ByteValued for Pod<qlib::io_abi::SockAddr> {}
 // SAFETY: MsgFds is repr(C) plain integers with no padding (size asserted
 // in qlib); every bit pattern is valid.
 unsafe impl ByteValued for Pod<qlib::io_abi::MsgFds> {}
+// SAFETY: repr(C), six u32 fields, no padding; any bit pattern is valid.
+unsafe impl ByteValued for Pod<qlib::io_abi::UnixPeer> {}
 // SAFETY: IoVec is repr(C) with two u64 fields; any bit pattern is valid.
 unsafe impl ByteValued for Pod<IoVec> {}
 // SAFETY: SwapPage is repr(C) with two u64 fields; any bit pattern is valid.

@@ -236,6 +236,11 @@ fn bad_requests_get_clear_errors() {
     };
     kill("-USR2");
     wait_state(&s, "hibernated");
+    // A reclaim request (SIGUSR1) leaves a hibernated sandbox asleep: its
+    // memory is already with the host.
+    kill("-USR1");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.state(), "hibernated", "SIGUSR1 woke the sandbox");
     kill("-CONT");
     wait_state(&s, "running");
     s.verify();

@@ -138,6 +138,38 @@ fn scm_rights_fd_passing() {
     );
 }
 
+/// SO_PEERCRED and SCM_CREDENTIALS: a socketpair's, a connection's (before
+/// and after accept) and a datagram's peer, what a receiver with
+/// SO_PASSCRED reads (the sending process, or what it claimed), creds
+/// ahead of SCM_RIGHTS, MSG_CTRUNC, a claim of another pid refused.
+#[test]
+fn scm_credentials_name_the_sending_process() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("ucred");
+    let native_dir = TempDir::new("ucred");
+    let native = run_native(&prog, &[native_dir.str()], &[]);
+    assert!(
+        native.status == 0 && !stdout(&native).contains("FAIL"),
+        "ucred: the native run already fails: {native:?}"
+    );
+    let sandbox_dir = TempDir::new("ucred");
+    let sandboxed = run_sandboxed(&prog, &[sandbox_dir.str()], &[]);
+    assert_same("ucred", &native, &sandboxed);
+    for want in [
+        "plain send: byte a controllen 32",
+        "SCM_CREDENTIALS len 28 pid child uid same gid same",
+        "accepted: peer child",
+        "connector: peer parent",
+    ] {
+        assert!(
+            stdout(&sandboxed).contains(want),
+            "no {want:?}: {sandboxed:?}"
+        );
+    }
+}
+
 /// What a container's root may not make or change: device nodes, the
 /// host and domain names, another root directory.
 #[test]
@@ -415,6 +447,39 @@ fn proc_net_lists_the_programs_sockets() {
     ]);
     assert_eq!(stdout(&rooted), stdout(&native), "{rooted:?}");
     assert_eq!(rooted.status, 0, "{rooted:?}");
+}
+
+/// `gethostid()` (glibc) reads the rootfs's `/etc/hostid`: the same value
+/// natively under `chroot` and in a sandbox over the same rootfs.
+#[test]
+fn hostid_comes_from_the_rootfs() {
+    if !require_kvm() {
+        return;
+    }
+    let root = TempDir::new("hostid-root");
+    std::fs::create_dir(root.path().join("etc")).expect("mkdir etc");
+    std::fs::write(
+        root.path().join("etc/hostid"),
+        0x1234_abcd_u32.to_ne_bytes(),
+    )
+    .expect("hostid");
+    std::fs::copy(test_apps::path("hostid_glibc"), root.path().join("hostid")).expect("copy");
+    let native = std::process::Command::new("chroot")
+        .arg(root.path())
+        .arg("/hostid")
+        .output()
+        .expect("chroot runs (the tests run as root)");
+    let native = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert_eq!(native, "hostid 1234abcd\n", "native");
+    let sandboxed = run_qrun(&[
+        "do".to_string(),
+        "--rootfs".into(),
+        root.path().display().to_string(),
+        "--".into(),
+        "/hostid".into(),
+    ]);
+    assert_eq!(stdout(&sandboxed), native, "{sandboxed:?}");
+    assert_eq!(sandboxed.status, 0, "{sandboxed:?}");
 }
 
 /// Raw IP sockets and ICMP "ping" sockets are refused as a Linux process

@@ -34,6 +34,25 @@ fn forkwait() {
     assert_same("forkwait", &native, &sandboxed);
 }
 
+/// Futexes in `MAP_SHARED | MAP_ANONYMOUS` memory between a parent and
+/// its child: a shared wait is woken from the other process (also after
+/// the waker's mapping moved), a private one is not, and a robust
+/// process-shared mutex whose owner exits comes back with EOWNERDEAD.
+#[test]
+fn futexes_in_shared_anonymous_memory_cross_processes() {
+    if !require_kvm() {
+        return;
+    }
+    let prog = test_apps::path("futexshm");
+    let native = run_native(&prog, &[], &[]);
+    assert!(
+        stdout(&native).contains("robust: lock after the owner died: EOWNERDEAD"),
+        "the native run already fails: {native:?}"
+    );
+    let sandboxed = run_sandboxed(&prog, &[], &[]);
+    assert_same("futexshm", &native, &sandboxed);
+}
+
 const BUSYBOX: &str = "/bin/busybox";
 
 /// `busybox sh -c script` natively and sandboxed (host rootfs); returns

@@ -121,6 +121,10 @@ pub const ALL: &[&str] = &[
     "procnet",
     // Raw and ICMP sockets are refused as for a process without CAP_NET_RAW.
     "rawsock",
+    // gethostid from /etc/hostid (glibc).
+    "futexshm",
+    "hostid",
+    "hostid_glibc",
     // pthreads under load (threads_stress.rs), with musl and, as
     // `pthread_stress_glibc`, statically against glibc.
     "pthread_stress",
@@ -134,6 +138,7 @@ pub const ALL: &[&str] = &[
     // linux.seccomp: what a few calls return (compared with runc).
     // SCM_RIGHTS between processes and in one.
     "scm",
+    "ucred",
     "seccomp_probe",
     "segfault",
     // Hostile rt_sigreturn frames and stacks.

@@ -29,6 +29,7 @@ pub fn open(path: &str, flags: u32, mode: u32) -> Result<i32, Errno> {
 /// Closes a host fd.
 pub fn close(fd: i32) {
     crate::task::park::fd_closed(fd);
+    crate::syscalls::unix_closed(fd);
     hostcall::call(Call::Close, [fd as u64, 0, 0, 0, 0, 0]);
 }
 

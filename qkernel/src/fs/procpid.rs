@@ -187,7 +187,10 @@ fn memory(p: &mut Process) -> Mem {
         m.size += pages;
         match v.kind {
             VmaKind::Stack => m.stack += pages,
-            VmaKind::Heap | VmaKind::Anon | VmaKind::SharedAnon | VmaKind::SharedFile { .. }
+            VmaKind::Heap
+            | VmaKind::Anon
+            | VmaKind::SharedAnon { .. }
+            | VmaKind::SharedFile { .. }
                 if v.prot & 2 != 0 =>
             {
                 m.data += pages

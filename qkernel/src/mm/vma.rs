@@ -18,7 +18,15 @@ pub enum VmaKind {
     Anon,
     /// `MAP_SHARED | MAP_ANONYMOUS` memory: a fork shares its frames
     /// (writable in both processes) instead of copying them on write.
-    SharedAnon,
+    /// Region `id` (one per `mmap`, kept by forks), in which address `va`
+    /// is at offset `va.wrapping_add(delta)`: shared futexes are keyed by
+    /// them, so processes meet on a word wherever they map it.
+    SharedAnon {
+        /// The region.
+        id: u32,
+        /// Offset minus address.
+        delta: u64,
+    },
     /// The `brk` heap.
     Heap,
     /// The main thread's stack.
@@ -42,7 +50,7 @@ impl VmaKind {
     /// Whether a fork and a write share the frames instead of copying them
     /// (`MAP_SHARED`).
     pub fn is_shared(self) -> bool {
-        matches!(self, Self::SharedAnon | Self::SharedFile { .. })
+        matches!(self, Self::SharedAnon { .. } | Self::SharedFile { .. })
     }
 
     /// The shared-file object, if any.

@@ -27,13 +27,16 @@ mod sys_surface;
 mod sys_sync;
 mod sys_task;
 mod sys_time;
+mod sys_ucred;
 mod sys_unshare;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use attrs::no_new_privs;
+pub use sys_futex::key as futex_key;
 pub use sys_proc::{nofile, rlimit};
+pub use sys_ucred::closed as unix_closed;
 
 use qlib::syscall_names;
 
@@ -468,7 +471,13 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "CLONE_FILES, CLONE_FS; namespaces EPERM",
     ),
-    e(273, sys_proc::set_robust_list, Stub, "recorded"),
+    e(
+        273,
+        sys_proc::set_robust_list,
+        Full,
+        "released at thread exit",
+    ),
+    e(274, sys_proc::get_robust_list, Partial, "own thread only"),
     e(280, sys_path::utimensat, Full, ""),
     e(281, sys_poll::epoll_pwait, Full, ""),
     e(283, sys_poll::timerfd_create, Full, "host timerfd"),

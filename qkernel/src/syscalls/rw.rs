@@ -139,6 +139,9 @@ pub fn transfer(
             }
             if write && pollable && r.is_ok_and(|n| n > 0) {
                 park::wake_readers_of_peer(*fd);
+                if *kind == HostKind::Socket {
+                    super::sys_ucred::sent(*fd, super::sys_ucred::real(p), None);
+                }
             }
             if r == Err(Errno::EPIPE) && *kind != HostKind::File {
                 crate::signal::raise_sigpipe();

@@ -454,6 +454,7 @@ pub fn sendfile(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     if pollable && r.is_ok_and(|n| n > 0) {
         crate::task::park::wake_readers_of_peer(ofd);
+        super::sys_ucred::sent(ofd, super::sys_ucred::real(p), None);
     }
     r
 }

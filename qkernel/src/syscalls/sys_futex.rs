@@ -29,6 +29,8 @@ const FUTEX_CMD_MASK: u64 = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 /// The first half of a key for a word of a shared file mapping: above
 /// every address space id (a PGD's physical address).
 const SHARED_FILE_SPACE: u64 = 1 << 63;
+/// Keys of `MAP_SHARED | MAP_ANONYMOUS` regions (apart from the others).
+const SHARED_ANON_SPACE: u64 = 1 << 62;
 
 /// The wait queue key of `uaddr`: shared and private futexes on one
 /// word are apart, as on Linux (bit 0, free in an aligned address, marks
@@ -36,19 +38,27 @@ const SHARED_FILE_SPACE: u64 = 1 << 63;
 /// semaphores and shm in /dev/shm) is keyed by the file's object and
 /// offset, so processes that map it at different addresses, or are not
 /// related at all, meet on it (Linux's inode-based key).
-fn key(p: &Process, uaddr: u64, op: u64) -> Result<Key, Errno> {
+pub fn key(p: &Process, uaddr: u64, op: u64) -> Result<Key, Errno> {
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
     let shared = op & FUTEX_PRIVATE_FLAG == 0;
-    if shared
-        && let Some(v) = p.mm.vmas.find(uaddr)
-        && let VmaKind::SharedFile { id, delta } = v.kind
-    {
-        return Ok((
-            SHARED_FILE_SPACE | u64::from(id),
-            uaddr.wrapping_add(delta) | 1,
-        ));
+    if shared && let Some(v) = p.mm.vmas.find(uaddr) {
+        match v.kind {
+            VmaKind::SharedFile { id, delta } => {
+                return Ok((
+                    SHARED_FILE_SPACE | u64::from(id),
+                    uaddr.wrapping_add(delta) | 1,
+                ));
+            }
+            VmaKind::SharedAnon { id, delta } => {
+                return Ok((
+                    SHARED_ANON_SPACE | u64::from(id),
+                    uaddr.wrapping_add(delta) | 1,
+                ));
+            }
+            _ => {}
+        }
     }
     Ok((p.mm.pt.kernel_cr3(), uaddr | u64::from(shared)))
 }

@@ -7,6 +7,8 @@ use alloc::vec::Vec;
 
 use qlib::abi::{IoVec, MAX_IOVECS};
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use crate::errno::{Errno, SysResult};
 use crate::fs::special::Special;
 use crate::fs::{Backing, HostKind, host};
@@ -17,6 +19,8 @@ use crate::mm::page_up;
 use crate::mm::vma::{FileBacking, VmaKind};
 use crate::process::Process;
 
+/// The next `MAP_SHARED | MAP_ANONYMOUS` region id (`VmaKind::SharedAnon`).
+static NEXT_SHARED_ANON: AtomicU32 = AtomicU32::new(1);
 const MAP_SHARED: u64 = 0x01;
 const MAP_PRIVATE: u64 = 0x02;
 const MAP_FIXED: u64 = 0x10;
@@ -117,7 +121,10 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
     } else {
         let kind = if flags & MAP_SHARED != 0 {
-            VmaKind::SharedAnon
+            VmaKind::SharedAnon {
+                id: NEXT_SHARED_ANON.fetch_add(1, Ordering::Relaxed),
+                delta: start.wrapping_neg(),
+            }
         } else {
             VmaKind::Anon
         };
@@ -278,6 +285,10 @@ pub fn mremap(p: &mut Process, a: &[u64; 6]) -> SysResult {
             // A shared file mapping keeps its file offsets at the new place.
             let kind = match vma.kind {
                 VmaKind::SharedFile { id, delta } => VmaKind::SharedFile {
+                    id,
+                    delta: delta.wrapping_add(old).wrapping_sub(dest),
+                },
+                VmaKind::SharedAnon { id, delta } => VmaKind::SharedAnon {
                     id,
                     delta: delta.wrapping_add(old).wrapping_sub(dest),
                 },

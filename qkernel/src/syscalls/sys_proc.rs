@@ -49,6 +49,21 @@ pub fn set_robust_list(_p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
+/// `get_robust_list(tid, head_ptr, len_ptr)`: the calling thread's (tid 0
+/// or its own); another thread's would need ptrace rights: `EPERM`.
+/// (musl asks it once to learn that the kernel has robust futexes.)
+pub fn get_robust_list(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let tid = a[0] as u32;
+    if tid != 0 && tid != crate::task::current_pid() {
+        let exists = crate::task::KERNEL.lock().tasks.contains_key(&tid);
+        return Err(if exists { Errno::EPERM } else { Errno::ESRCH });
+    }
+    let head = crate::process::thread().robust_list;
+    uaccess::write(&mut p.mm, a[1], &head)?;
+    uaccess::write(&mut p.mm, a[2], &24u64)?;
+    Ok(0)
+}
+
 const ARCH_SET_GS: u64 = 0x1001;
 const ARCH_SET_FS: u64 = 0x1002;
 const ARCH_GET_FS: u64 = 0x1003;

@@ -11,8 +11,10 @@
 //! each on the wire, so they pass between the sandbox's processes (a
 //! receiver outside the sandbox gets an empty memfd).
 //!
-//! `SCM_CREDENTIALS` is not passed (an outgoing one is checked and
-//! dropped); other control messages get `EINVAL`, as on a Unix socket.
+//! `SCM_CREDENTIALS`: an outgoing one is checked as Linux checks it and
+//! becomes what the receiver sees; a receiver with `SO_PASSCRED` gets the
+//! sender's credentials ahead of any fds (`sys_ucred`). Other control
+//! messages get `EINVAL`, as on a Unix socket.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -26,6 +28,9 @@ use crate::fs::stat::{S_IFDIR, S_IFMT, S_IFREG, STATX_SIZE};
 use crate::fs::{Backing, File, HostKind, O_ACCMODE, O_APPEND, host};
 use crate::mm::uaccess;
 use crate::process::Process;
+use crate::task::park;
+
+use super::sys_ucred::{self, Ucred};
 
 const SOL_SOCKET: i32 = 1;
 const SCM_RIGHTS: i32 = 1;
@@ -57,20 +62,29 @@ fn identity(sx: &[u8; STATX_SIZE]) -> (u64, u64) {
     (u64_at(136), u64_at(32))
 }
 
-/// The files an outgoing `msghdr` at `msg_va` passes with `SCM_RIGHTS`,
-/// or `None` when it has no control data.
-pub fn rights_to_send(p: &mut Process, msg_va: u64) -> Result<Option<Vec<Arc<File>>>, Errno> {
+/// What an outgoing `msghdr`'s control data passes.
+#[derive(Default)]
+pub struct Control {
+    /// Files passed with `SCM_RIGHTS`.
+    pub files: Vec<Arc<File>>,
+    /// Credentials claimed with `SCM_CREDENTIALS` (checked).
+    pub cred: Option<Ucred>,
+}
+
+/// The control data of the outgoing `msghdr` at `msg_va`.
+pub fn control_to_send(p: &mut Process, msg_va: u64) -> Result<Control, Errno> {
     let control: u64 = uaccess::read(&mut p.mm, msg_va + 32)?;
     let len: u64 = uaccess::read(&mut p.mm, msg_va + 40)?;
+    let mut out = Control::default();
     if control == 0 || len == 0 {
-        return Ok(None);
+        return Ok(out);
     }
     if len > CONTROL_MAX {
         return Err(Errno(105)); // ENOBUFS
     }
     let mut buf = alloc::vec![0u8; len as usize];
     uaccess::copy_in(&mut p.mm, control, &mut buf)?;
-    let mut files = Vec::new();
+    let files = &mut out.files;
     let mut off = 0usize;
     while off + CMSG_HDR <= buf.len() {
         let h = &buf[off..];
@@ -97,21 +111,30 @@ pub fn rights_to_send(p: &mut Process, msg_va: u64) -> Result<Option<Vec<Arc<Fil
                     let o = CMSG_HDR + 4 * i;
                     u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
                 };
-                let uid_ok = p.caps.has(crate::creds::CAP_SETUID) || w(1) == p.ids[0];
-                let gid_ok = p.caps.has(crate::creds::CAP_SETGID) || w(2) == p.ids[2];
-                if w(0) != crate::task::current_pid() || !uid_ok || !gid_ok {
+                // Linux: any of the real, effective and saved ids.
+                let uid_ok = p.caps.has(crate::creds::CAP_SETUID) || p.ids[..2].contains(&w(1));
+                let gid_ok = p.caps.has(crate::creds::CAP_SETGID) || p.ids[2..].contains(&w(2));
+                // Another pid needs CAP_SYS_ADMIN, which the guest never
+                // grants.
+                let pid_ok = w(0) == crate::task::current_tgid();
+                if !pid_ok || !uid_ok || !gid_ok {
                     return Err(Errno::EPERM);
                 }
+                out.cred = Some(Ucred {
+                    pid: w(0),
+                    uid: w(1),
+                    gid: w(2),
+                });
             }
             _ => return Err(Errno::EINVAL),
         }
         off += clen.next_multiple_of(8);
     }
-    if files.len() > MSG_MAX_FDS {
+    if out.files.len() > MSG_MAX_FDS {
         log::warn!("SCM_RIGHTS of more than {MSG_MAX_FDS} fds: EINVAL");
         return Err(Errno::EINVAL);
     }
-    Ok(Some(files))
+    Ok(out)
 }
 
 /// Sends `bufs` over host socket `hfd` (of open file `f`) with `files`
@@ -161,13 +184,24 @@ pub fn send_with_rights(
         }
     }
     let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
-    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+    let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
+    // With other tasks to run, a full socket parks this one instead of
+    // blocking the vCPU in the host.
+    let park = blocking && park::worthwhile();
+    if blocking && !park {
         io_flags |= io::BLOCK;
     }
     let r = host_transfer(p, bufs, true, |iov, done| {
         let c = if done == 0 { Some(&mut ctl) } else { None };
         host::msg_ctl(hfd, iov, addr.as_mut(), io_flags, c)
     });
+    if park && r == Err(Errno::EAGAIN) {
+        tokens.iter().for_each(|&t| host::close(t));
+        return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
+    }
+    if r.is_ok_and(|n| n > 0) {
+        park::wake_readers_of_peer(hfd);
+    }
     match r {
         Ok(_) => {
             let mut q = IN_FLIGHT.lock();
@@ -201,21 +235,47 @@ pub fn recv_with_control(
     let control: u64 = uaccess::read(&mut p.mm, msg_va + 32)?;
     let room: u64 = uaccess::read(&mut p.mm, msg_va + 40)?;
     let mut io_flags = (flags & !(MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) << 32;
-    if !f.nonblocking() && flags & MSG_DONTWAIT == 0 {
+    let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
+    let park = blocking && park::worthwhile();
+    if blocking && !park {
         io_flags |= io::BLOCK;
     }
     let mut addr = SockAddr::default();
     let mut ctl = MsgFds::default();
-    let n = host_transfer(p, bufs, false, |iov, _| {
+    let r = host_transfer(p, bufs, false, |iov, _| {
         host::msg_ctl(hfd, iov, Some(&mut addr), io_flags, Some(&mut ctl))
-    })?;
+    });
+    if park && r == Err(Errno::EAGAIN) {
+        // The handler's result is dropped: it runs again once woken.
+        park::wait_on(&[(hfd, park::POLLIN)], park::deadline(None))?;
+        return Err(Errno::EAGAIN);
+    }
+    let n = r?;
     // The VMM receives with MSG_CMSG_CLOEXEC (its own copies of the fds),
     // which the host reports back in msg_flags: the program sees it only
     // if it asked for it, as on Linux.
     addr.pad = (addr.pad & !(MSG_CMSG_CLOEXEC as u32)) | (flags & MSG_CMSG_CLOEXEC) as u32;
     let count = (ctl.count as usize).min(MSG_MAX_FDS);
-    // How many fit the user's buffer.
-    let fit = (room as usize).saturating_sub(CMSG_HDR) / 4;
+    // SCM_CREDENTIALS first, as Linux puts it.
+    let mut out = Vec::new();
+    if sys_ucred::passcred(hfd) {
+        let cred = sys_ucred::received_cred(hfd)?;
+        let clen = CMSG_HDR + 12;
+        if (room as usize) < clen {
+            addr.pad |= MSG_CTRUNC;
+        } else {
+            out.extend_from_slice(&(clen as u64).to_le_bytes());
+            out.extend_from_slice(&SOL_SOCKET.to_le_bytes());
+            out.extend_from_slice(&SCM_CREDENTIALS.to_le_bytes());
+            out.extend_from_slice(&cred.bytes());
+            out.resize(clen.next_multiple_of(8), 0);
+        }
+    }
+    // How many fds fit the rest.
+    let fit = (room as usize)
+        .saturating_sub(out.len())
+        .saturating_sub(CMSG_HDR)
+        / 4;
     let keep = count.min(fit);
     let mut fds = Vec::with_capacity(keep);
     for i in 0..count {
@@ -228,20 +288,22 @@ pub fn recv_with_control(
     if ctl.truncated != 0 || keep < count {
         addr.pad |= MSG_CTRUNC;
     }
-    if keep == 0 {
+    if keep > 0 {
+        let clen = CMSG_HDR + 4 * keep;
+        out.extend_from_slice(&(clen as u64).to_le_bytes());
+        out.extend_from_slice(&SOL_SOCKET.to_le_bytes());
+        out.extend_from_slice(&SCM_RIGHTS.to_le_bytes());
+        for fd in &fds {
+            out.extend_from_slice(&fd.to_le_bytes());
+        }
+        out.resize(out.len().next_multiple_of(8), 0);
+    }
+    if out.is_empty() {
         uaccess::write(&mut p.mm, msg_va + 40, &0u64)?;
         return Ok((n, addr));
     }
-    let clen = CMSG_HDR + 4 * keep;
-    let mut out = alloc::vec![0u8; clen];
-    out[0..8].copy_from_slice(&(clen as u64).to_le_bytes());
-    out[8..12].copy_from_slice(&SOL_SOCKET.to_le_bytes());
-    out[12..16].copy_from_slice(&SCM_RIGHTS.to_le_bytes());
-    for (i, fd) in fds.iter().enumerate() {
-        out[CMSG_HDR + 4 * i..][..4].copy_from_slice(&fd.to_le_bytes());
-    }
-    uaccess::copy_out(&mut p.mm, control, &out)?;
-    let used = (clen.next_multiple_of(8) as u64).min(room);
+    let used = (out.len() as u64).min(room);
+    uaccess::copy_out(&mut p.mm, control, &out[..used as usize])?;
     uaccess::write(&mut p.mm, msg_va + 40, &used)?;
     Ok((n, addr))
 }

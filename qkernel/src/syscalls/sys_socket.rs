@@ -16,11 +16,16 @@ use crate::mm::uaccess;
 use crate::process::Process;
 use crate::task::park;
 
+use super::sys_ucred as ucred;
+
 const SOCK_NONBLOCK: u64 = 0o4000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
 const MSG_DONTWAIT: u64 = 0x40;
 const MSG_NOSIGNAL: u64 = 0x4000;
 const AF_UNIX: u16 = 1;
+const SOL_SOCKET: u64 = 1;
+const SO_PASSCRED: u64 = 16;
+const SO_PEERCRED: u64 = 17;
 /// `sizeof(struct sockaddr_un)`.
 const SUN_LEN: u64 = 110;
 
@@ -159,6 +164,9 @@ pub fn socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return netlink_socket(p, a);
     }
     let fd = host::new_fd(new::SOCKET, a[0], a[1] & 0xf, a[2])?;
+    if a[0] == u64::from(AF_UNIX) {
+        ucred::created(fd);
+    }
     install(p, fd, a[1])
 }
 
@@ -166,6 +174,9 @@ pub fn socket(p: &mut Process, a: &[u64; 6]) -> SysResult {
 pub fn socketpair(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let pair = host::new_pair(new::SOCKETPAIR, a[0], a[1] & 0xf, a[2])?;
     park::add_peers(pair[0], pair[1]);
+    if a[0] == u64::from(AF_UNIX) {
+        ucred::paired(p, pair[0], pair[1]);
+    }
     let f0 = install(p, pair[0], a[1])?;
     let f1 = install(p, pair[1], a[1])?;
     uaccess::write(&mut p.mm, a[3], &(f0 as i32))?;
@@ -235,7 +246,10 @@ pub fn bind(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let (_, fd) = sock(p, a[0])?;
     let mut addr = read_addr(p, a[1], a[2])?;
-    host::fd_op_addr(fdop::BIND, fd, &mut addr, 0)
+    let key = addr;
+    let r = host::fd_op_addr(fdop::BIND, fd, &mut addr, 0)?;
+    ucred::bound(fd, &key);
+    Ok(r)
 }
 
 /// `connect(fd, addr, len)`.
@@ -250,6 +264,7 @@ pub fn connect(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let (f, fd) = sock(p, a[0])?;
     let mut addr = read_addr(p, a[1], a[2])?;
+    ucred::connected(p, fd, &addr);
     if f.nonblocking() {
         return host::fd_op_addr(fdop::CONNECT, fd, &mut addr, 0);
     }
@@ -276,6 +291,7 @@ pub fn listen(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let (_, fd) = sock(p, a[0])?;
     let r = host::fd_op(fdop::LISTEN, fd, a[1], 0, 0, 0)?;
     crate::task::park::listening(fd);
+    ucred::listening(p, fd);
     Ok(r)
 }
 
@@ -310,6 +326,7 @@ pub fn accept4(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
         r => r? as i32,
     };
+    ucred::accepted(p, fd, nfd);
     let gfd = install(p, nfd, a[3])?;
     if let Err(e) = write_addr(p, a[1], a[2], &addr) {
         let _ = p.files.remove(gfd as u64);
@@ -369,7 +386,11 @@ pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let mut buf = alloc::vec![0u8; a[4] as usize];
     uaccess::copy_in(&mut p.mm, a[3], &mut buf)?;
-    host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)
+    let r = host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)?;
+    if (a[1], a[2]) == (SOL_SOCKET, SO_PASSCRED) && buf.len() >= 4 {
+        ucred::set_passcred(fd, buf[..4] != [0; 4]);
+    }
+    Ok(r)
 }
 
 /// A netlink socket's `SOL_SOCKET` option `name` (`ENOPROTOOPT`: not
@@ -400,6 +421,15 @@ pub fn getsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let (_, fd) = sock(p, a[0])?;
     let room: u32 = uaccess::read(&mut p.mm, a[4])?;
+    if (a[1], a[2]) == (SOL_SOCKET, SO_PEERCRED)
+        && let Some(c) = ucred::peer_cred(fd)?
+    {
+        let b = c.bytes();
+        let n = (room as usize).min(b.len());
+        uaccess::copy_out(&mut p.mm, a[3], &b[..n])?;
+        uaccess::write(&mut p.mm, a[4], &(n as u32))?;
+        return Ok(0);
+    }
     let mut buf = alloc::vec![0u8; (room as usize).min(256)];
     let n = host::fd_op_buf(fdop::GETSOCKOPT, fd, a[1], a[2], &mut buf)?;
     uaccess::copy_out(&mut p.mm, a[3], &buf[..n.min(buf.len())])?;
@@ -414,6 +444,7 @@ fn send(
     bufs: &[UserBuf],
     addr: Option<SockAddr>,
     flags: u64,
+    cred: Option<ucred::Ucred>,
 ) -> SysResult {
     if let Some(f) = nl(p, fd) {
         let dest = addr.as_ref().map(nl_dest).transpose()?;
@@ -427,9 +458,13 @@ fn send(
         io_flags |= io::BLOCK;
     }
     let mut addr = addr;
+    let to = addr;
     let r = host_transfer(p, bufs, true, |iov, _| {
         host::msg(hfd, iov, addr.as_mut(), io_flags)
     });
+    if r.is_ok() {
+        ucred::sent(hfd, cred.unwrap_or_else(|| ucred::real(p)), to.as_ref());
+    }
     if park && r == Err(Errno::EAGAIN) {
         return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
     }
@@ -478,7 +513,7 @@ pub fn sendto(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
-    send(p, a[0], &[(a[1], a[2])], addr, a[3])
+    send(p, a[0], &[(a[1], a[2])], addr, a[3], None)
 }
 
 /// `recvfrom(fd, buf, len, flags, addr, addrlen)`.
@@ -500,13 +535,20 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
-    if let Some(files) = super::sys_scm::rights_to_send(p, a[1])?
-        && !files.is_empty()
-    {
+    let ctl = super::sys_scm::control_to_send(p, a[1])?;
+    if !ctl.files.is_empty() {
         let (f, hfd) = sock(p, a[0])?;
-        return super::sys_scm::send_with_rights(p, &f, hfd, &bufs, addr, a[2], &files);
+        let r = super::sys_scm::send_with_rights(p, &f, hfd, &bufs, addr, a[2], &ctl.files);
+        if r.is_ok() {
+            ucred::sent(
+                hfd,
+                ctl.cred.unwrap_or_else(|| ucred::real(p)),
+                addr.as_ref(),
+            );
+        }
+        return r;
     }
-    send(p, a[0], &bufs, addr, a[2])
+    send(p, a[0], &bufs, addr, a[2], ctl.cred)
 }
 
 /// `recvmsg(fd, msg, flags)`; control messages are not passed (their

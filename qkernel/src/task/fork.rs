@@ -70,7 +70,7 @@ fn cow_copy(mm: &mut AddrSpace) -> Result<AddrSpace, Errno> {
                 continue;
             }
             child.vmas.insert(*vma);
-            let shared_anon = vma.kind == VmaKind::SharedAnon;
+            let shared_anon = matches!(vma.kind, VmaKind::SharedAnon { .. });
             if shared_anon {
                 // Both sides must map the same frames, including pages not
                 // touched yet: the parent gets them all now.

@@ -7,8 +7,9 @@
 //! (keys apart from private ones, as on Linux) and are per address space,
 //! except in a `MAP_SHARED` file mapping, where the key is the file's
 //! object and offset (`syscalls::sys_futex::key`): POSIX semaphores in
-//! /dev/shm work between processes. (`MAP_SHARED | MAP_ANONYMOUS` words
-//! are still per address space.)
+//! /dev/shm work between processes; likewise in `MAP_SHARED |
+//! MAP_ANONYMOUS` memory, keyed by its region and offset, so a parent and
+//! its forked children meet on a process-shared mutex there.
 //!
 //! A waiter is queued by the syscall handler (under the process lock,
 //! after it checked the futex word), then sleeps in [`sleep`] once the
@@ -239,7 +240,10 @@ pub fn release_robust(p: &mut crate::process::Process, tid: u32) {
         }
         let nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
         if crate::mm::uaccess::write(&mut p.mm, uaddr, &nv).is_ok() && v & FUTEX_WAITERS != 0 {
-            wake((mm_id, uaddr | 1), 1, u32::MAX);
+            // The shared key names the word's region in shared memory.
+            if let Ok(shared) = crate::syscalls::futex_key(p, uaddr, 0) {
+                wake(shared, 1, u32::MAX);
+            }
             wake((mm_id, uaddr), 1, u32::MAX);
         }
     };

@@ -180,11 +180,6 @@ fn load_cr3(v: u64) {
     unsafe { core::arch::asm!("mov cr3, {0}", in(reg) v, options(nostack)) };
 }
 
-/// Whether some task is away (on a secondary, or back and not collected).
-pub fn any_away() -> bool {
-    enabled() && (1..cpus()).any(|k| SLOTS[k].state.load(SeqCst) != IDLE)
-}
-
 /// Whether a task came back from a secondary and waits for vCPU 0.
 pub fn returned_pending() -> bool {
     enabled() && (1..cpus()).any(|k| SLOTS[k].state.load(SeqCst) == RETURNED)

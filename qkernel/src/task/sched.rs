@@ -10,9 +10,6 @@ use crate::errno::Errno;
 use crate::mm::addr_space::AddrSpace;
 use crate::process::{self, PROCESS};
 
-/// `EDEADLK`: nothing can run and the caller would wait forever.
-const EDEADLK: Errno = Errno(35);
-
 /// The address space of a task that has just exited, freed by the next
 /// task once CR3 no longer names its page tables ([`finish_switch`]).
 static DEAD: Mutex<Option<AddrSpace>> = Mutex::new(None);
@@ -82,10 +79,10 @@ pub fn yield_now() {
     switch(next);
 }
 
-/// The next task to run: the run queue's first, or, when it is empty and
-/// tasks are parked on host fds, whichever those wake (waiting in the
-/// host meanwhile). `None`: nothing can ever run.
-fn next_task() -> Option<u32> {
+/// The next task to run: the run queue's first, or, when it is empty,
+/// whichever a host event (a parked fd, a deadline, a control request)
+/// wakes, waiting in the host meanwhile.
+fn next_task() -> u32 {
     loop {
         {
             let mut k = KERNEL.lock();
@@ -95,58 +92,37 @@ fn next_task() -> Option<u32> {
                 super::futex::expire(&mut k);
             }
             if let Some(next) = pick(&mut k) {
-                return Some(next);
+                return next;
             }
         }
         if super::offload::reclaim_unstarted() {
             continue;
         }
         let futex_deadline = super::futex::next_deadline();
-        if super::park::any()
-            || super::offload::any_away()
-            || futex_deadline != super::timers::NEVER
-            || super::timers::next_deadline() != super::timers::NEVER
-        {
-            super::slice::idle();
-            super::park::idle_poll(futex_deadline);
-        } else {
-            return None;
-        }
+        // With every task waiting on nothing the host can signal (a futex
+        // no one will wake, say), the vCPU still waits in the host, as a
+        // Linux task sleeps: a signal, `qrun kill` or a hibernation
+        // request ends the wait.
+        super::slice::idle();
+        super::park::idle_poll(futex_deadline);
     }
 }
 
-/// Sleeps until [`wake`]: other tasks run meanwhile. `EDEADLK` (and a log
-/// line: a kernel bug or a wait that can never end) when nothing can run.
+/// Sleeps until [`wake`]: other tasks run meanwhile, and with none to run
+/// the vCPU waits in the host.
 pub fn block_current() -> Result<(), Errno> {
     let me = current_pid();
     if let Some(t) = KERNEL.lock().tasks.get_mut(&me) {
         t.state = State::Blocked;
     }
-    match next_task() {
-        Some(next) => {
-            switch(next);
-            Ok(())
-        }
-        None => {
-            let mut k = KERNEL.lock();
-            log::error!(
-                "task {me}: blocked with no runnable task ({} tasks)",
-                k.tasks.len()
-            );
-            if let Some(t) = k.tasks.get_mut(&me) {
-                t.state = State::Running;
-            }
-            Err(EDEADLK)
-        }
-    }
+    switch(next_task());
+    Ok(())
 }
 
 /// Leaves the exiting (zombie or dead) current task for good.
 pub fn leave_dead() -> ! {
-    match next_task() {
-        Some(next) => switch(next),
-        None => log::error!("the last runnable task exited"),
-    }
+    switch(next_task());
+    log::error!("a dead task was switched back to");
     crate::hostcall::exit(0)
 }
 

@@ -141,13 +141,21 @@ pub(super) fn remove_threads(k: &mut Kernel, g: u32, keep: u32) {
 /// threads go at once, its fds close, its leader becomes a zombie.
 pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    if super::mmshare::member(g) {
-        // The space lives on in another process: as Linux's `mm_release`,
-        // the exiting thread's `clear_child_tid` is zeroed and woken.
-        clear_child_tid();
-    }
-    let proc = PROCESS.lock().take();
+    let mut proc = PROCESS.lock().take();
     let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
+    let mut tid = None;
+    if let Some(p) = proc.as_mut() {
+        // The robust futexes the calling thread holds go to their
+        // waiters (process-shared mutexes in shared memory), as Linux
+        // releases them at every thread's exit.
+        super::futex::release_robust(p, me);
+        if super::mmshare::member(g) {
+            // The space lives on in another process: as Linux's
+            // `mm_release`, `clear_child_tid` is zeroed and woken.
+            tid = clear_child_tid(p);
+        }
+    }
+    wake_child_tid(tid);
     if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
         // switch, when CR3 no longer names them. Only the address space
@@ -196,7 +204,14 @@ pub fn exit_group(st: Status) -> ! {
 /// released. The last thread of a group ends the group.
 pub fn exit_thread(code: u8) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    clear_child_tid();
+    let tid = {
+        let mut guard = PROCESS.lock();
+        guard.as_mut().and_then(|p| {
+            super::futex::release_robust(p, me);
+            clear_child_tid(p)
+        })
+    };
+    wake_child_tid(tid);
     let mut k = KERNEL.lock();
     let others = k
         .tasks
@@ -221,30 +236,28 @@ pub fn exit_thread(code: u8) -> ! {
     sched::leave_dead()
 }
 
-/// The running thread's robust futexes are released, its
-/// `clear_child_tid` word zeroed and its futex woken (`pthread_join`).
-fn clear_child_tid() {
-    let me = super::current_pid();
-    let (key, ctid) = {
-        let mut guard = PROCESS.lock();
-        match guard.as_mut() {
-            Some(p) => {
-                super::futex::release_robust(p, me);
-                let a = crate::process::thread().clear_child_tid;
-                if a != 0 {
-                    // As Linux, a bad address is ignored.
-                    let _ = uaccess::write(&mut p.mm, a, &0u32);
-                }
-                (p.mm.pt.kernel_cr3(), a)
-            }
-            None => (0, 0),
+/// Zeroes the running thread's `clear_child_tid` word in `p`'s memory
+/// (a bad address is ignored, as Linux); returns the futex keys to wake
+/// once the process lock is released ([`wake_child_tid`]).
+fn clear_child_tid(p: &mut Process) -> Option<(super::futex::Key, Option<super::futex::Key>)> {
+    let a = crate::process::thread().clear_child_tid;
+    if a == 0 {
+        return None;
+    }
+    let _ = uaccess::write(&mut p.mm, a, &0u32);
+    let shared = crate::syscalls::futex_key(p, a & !3, 0).ok();
+    Some(((p.mm.pt.kernel_cr3(), a), shared))
+}
+
+/// Wakes a joiner of the `clear_child_tid` word: Linux wakes the shared
+/// key; the private one too, for joiners that wait privately (a spurious
+/// wake-up is allowed there).
+fn wake_child_tid(keys: Option<(super::futex::Key, Option<super::futex::Key>)>) {
+    if let Some((private, shared)) = keys {
+        if let Some(shared) = shared {
+            super::futex::wake(shared, 1, u32::MAX);
         }
-    };
-    if ctid != 0 {
-        // Linux wakes the shared key; the private one too, for joiners
-        // that wait privately (a spurious wake-up is allowed there).
-        super::futex::wake((key, ctid | 1), 1, u32::MAX);
-        super::futex::wake((key, ctid), 1, u32::MAX);
+        super::futex::wake(private, 1, u32::MAX);
     }
 }
 

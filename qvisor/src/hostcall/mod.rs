@@ -12,6 +12,7 @@ mod netfile;
 mod netifs;
 mod sys;
 mod unix;
+mod unixpeer;
 mod wait;
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ impl HostCalls<'_> {
                 }
             }
             fdop::ACCEPT => self.accept(fd, a[2], a[3] & io::BLOCK != 0)?,
+            fdop::UNIX_PEER => self.unix_peer(fd, a[4], a[5]),
             fdop::FIONREAD => {
                 let mut n: libc::c_int = 0;
                 // SAFETY: FIONREAD writes one int.
