@@ -91,7 +91,7 @@ const STATIC_MUSL: CCompiler = CCompiler {
 /// Programs of `c/` also built statically against glibc (`NAME_glibc`):
 /// glibc's pthreads differ from musl's (cancellation by unwinding, its
 /// own futex use, robust lists, rseq).
-const GLIBC_STATIC: &[&str] = &["hostid", "pthread_stress", "pty", "vdso"];
+const GLIBC_STATIC: &[&str] = &["cloneshare", "hostid", "pthread_stress", "pty", "vdso"];
 
 const STATIC_GLIBC: CCompiler = CCompiler {
     cc: "gcc",

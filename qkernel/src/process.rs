@@ -6,9 +6,12 @@
 //! ([`thread`]), the others' in their task, swapped at a switch.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use crate::fs::FdTable;
+use spin::Mutex;
+
+use crate::fs::{FdTable, Files, Fs};
 
 use crate::mm::addr_space::AddrSpace;
 
@@ -35,18 +38,45 @@ pub struct Signals {
     pub actions: [SigAction; 64],
 }
 
+/// The signal-handler table, shared between processes by
+/// `clone(CLONE_SIGHAND)` (docs/processes.md, "Shared process objects").
+/// A leaf lock.
+pub type Handlers = Arc<Mutex<Signals>>;
+
+/// A handler table of its own, every signal at `SIG_DFL`.
+pub fn new_handlers() -> Handlers {
+    Arc::new(Mutex::new(Signals {
+        actions: [SigAction::default(); 64],
+    }))
+}
+
+/// A private copy of `h` (`fork` without `CLONE_SIGHAND`).
+pub fn copy_handlers(h: &Handlers) -> Handlers {
+    let copy = Arc::new(Mutex::new(Signals {
+        actions: [SigAction::default(); 64],
+    }));
+    copy.lock().actions = h.lock().actions;
+    copy
+}
+
+/// Makes `h` private: a copy when another process shares it (`execve`,
+/// `unshare(CLONE_SIGHAND)` of a process alone on its table is a no-op).
+pub fn unshare_handlers(h: &mut Handlers) {
+    if Arc::strong_count(h) > 1 {
+        *h = copy_handlers(h);
+    }
+}
+
 /// The process.
 pub struct Process {
     /// Address space.
     pub mm: AddrSpace,
-    /// Signal state.
-    pub signals: Signals,
-    /// Open files.
-    pub files: FdTable,
-    /// Working directory: a normalised absolute path in the rootfs.
-    pub cwd: String,
-    /// File mode creation mask.
-    pub umask: u32,
+    /// Signal dispositions (shared with `CLONE_SIGHAND`).
+    pub signals: Handlers,
+    /// Open files (shared with `CLONE_FILES`).
+    pub files: Arc<Files>,
+    /// Working directory and umask (shared with `CLONE_FS`).
+    pub fs: Arc<Fs>,
     /// `/proc/self/exe`: the program's absolute path.
     pub exe: String,
     /// `/proc/self/cmdline`: NUL-terminated argv strings.
@@ -141,12 +171,9 @@ impl Process {
         Self {
             comm: comm_of(exe.as_bytes()),
             mm,
-            signals: Signals {
-                actions: [SigAction::default(); 64],
-            },
-            files,
-            cwd,
-            umask: 0o022,
+            signals: new_handlers(),
+            files: Files::new(files),
+            fs: Fs::new(cwd, 0o022),
             exe,
             cmdline,
             environ: Vec::new(),

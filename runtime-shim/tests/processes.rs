@@ -135,6 +135,46 @@ fn hibernate_with_a_child() {
     assert_eq!(code, 0);
 }
 
+/// Hibernation with two processes on one address space (`cloneshare
+/// hib`: `clone(CLONE_VM)` without `CLONE_THREAD`): the child rewrote half
+/// of 16 MiB and blocks on stdin, the parent waits in wait4; three
+/// hibernate/wake cycles, the first of which must move the 16 MiB (the
+/// space is walked once, from whichever process holds it); then the child
+/// checks every byte and rewrites a quarter, and the parent sees that.
+#[test]
+fn hibernate_two_processes_sharing_memory() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    if !require_kvm() {
+        return;
+    }
+    let (mut c, line) = common::controlled::Controlled::start(
+        "cloneshare-hib",
+        &test_apps::path("cloneshare"),
+        &["hib"],
+        Stdio::piped(),
+    );
+    assert_eq!(line, "ready\n");
+    for i in 0..3 {
+        let st = c.hibernate();
+        assert!(
+            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 16 << 20,
+            "cycle {i}: the shared 16 MiB should leave: {st}"
+        );
+        c.ctl("wake");
+    }
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("write");
+    drop(stdin);
+    let (rest, code) = c.finish();
+    assert_eq!(
+        rest,
+        "child: 0 bad bytes\nparent: 0 bad bytes, child status 0\n"
+    );
+    assert_eq!(code, 0);
+}
+
 /// Issue 13: data intact after 100 hibernation cycles with four
 /// processes (hibcycles: pid 1 and three children on a ring of two pipes
 /// and two socketpairs, each with its own 3 MiB, 4 MiB inherited
@@ -400,6 +440,45 @@ fn vfork_child_shares_the_parent_memory() {
     );
     let sandboxed = run_sandboxed(&prog, &[], &[]);
     assert_same("vforkmem", &native, &sandboxed);
+}
+
+/// `clone` of a process with `CLONE_FILES`, `CLONE_FS` and
+/// `CLONE_SIGHAND` (cloneshare): an fd the child opens is open in the
+/// parent and one the parent closes is closed in the child; a `chdir` and
+/// `umask` of the child are the parent's; a handler the child installs is
+/// the parent's; none of it without the flags; `unshare(CLONE_FILES)` and
+/// `unshare(CLONE_FS)` in the parent leave the child's unchanged; `execve`
+/// in a `CLONE_FILES` child closes its close-on-exec fds only, and in a
+/// `CLONE_SIGHAND` child resets only its own handlers; `CLONE_SIGHAND`
+/// without `CLONE_VM` is `EINVAL`. `CLONE_VM` alone makes a process on
+/// the parent's memory (own pid and status; a global, a mapping, a futex
+/// and `clear_child_tid` shared; both compute at once; it faults, is
+/// killed by its parent or by a third process, execs, outlives its
+/// parent; `/proc/PID/maps` of both the same). Failed before the shared
+/// objects (the flags were `ENOSYS`, `unshare` did not exist). A vfork
+/// child of a process with a computing thread writes the parent's memory,
+/// and glibc's `posix_spawn` from such a process reports `ENOENT` (both
+/// failed while that child got a copy-on-write copy). Built with musl and
+/// with glibc; each also with `--cpus 2`.
+#[test]
+fn clone_shares_files_fs_and_handlers() {
+    if !require_kvm() {
+        return;
+    }
+    for name in ["cloneshare", "cloneshare_glibc"] {
+        let prog = test_apps::path(name);
+        let native = run_native(&prog, &[], &[]);
+        assert!(
+            native.status == 0 && stdout(&native).ends_with("done\n"),
+            "the native run already fails: {native:?}"
+        );
+        let sandboxed = run_sandboxed(&prog, &[], &[]);
+        assert_same(name, &native, &sandboxed);
+        // Two vCPUs: a sharing process's user mode may run on the
+        // secondary while the other runs on vCPU 0.
+        let two = common::run_sandboxed_with(&["--cpus", "2"], &prog, &[], &[]);
+        assert_same(&format!("{name} --cpus 2"), &native, &two);
+    }
 }
 
 /// `tar -czf` then `tar -xzf` (tar forks gzip) and a recursive compare.

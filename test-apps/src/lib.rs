@@ -35,6 +35,10 @@ pub const ALL: &[&str] = &[
     "bench_syscall",
     // capget: the version probe and the caller's sets (linux_surface.rs).
     "caps",
+    // clone's CLONE_FILES/CLONE_FS/CLONE_SIGHAND between processes,
+    // unshare, execve in a sharing child (processes.rs).
+    "cloneshare",
+    "cloneshare_glibc",
     "creds",
     "devshm",
     "clocks",

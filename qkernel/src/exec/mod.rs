@@ -75,12 +75,14 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
     let fresh = AddrSpace::new();
     process::activate(&fresh);
     let mut old = core::mem::replace(&mut p.mm, fresh);
-    // A vfork child gives its parent's space back (and frees the stand-in).
-    crate::task::fork::lend_back(
-        &mut crate::task::KERNEL.lock(),
-        crate::task::current_pid(),
-        &mut old,
-    );
+    // A vfork child gives its parent's space back (and frees the
+    // stand-in); a process sharing its space (CLONE_VM) leaves it to the
+    // others.
+    {
+        let mut k = crate::task::KERNEL.lock();
+        crate::task::fork::lend_back(&mut k, crate::task::current_pid(), &mut old);
+        crate::task::mmshare::leave(&mut k, crate::task::current_tgid(), &mut old);
+    }
     // SAFETY: CR3 now names the fresh space's PGD.
     unsafe { old.free() };
 
@@ -100,10 +102,16 @@ pub fn commit(p: &mut Process, prog: Program<'_>) {
         Err(e) => die(&alloc::format!("{e}")),
     };
 
+    // Linux's `unshare_files`: a table shared with another process
+    // (`CLONE_FILES`) is copied first, so close-on-exec closes only this
+    // process's fds; a shared handler table is copied too before the
+    // handlers go back to `SIG_DFL` (the other sharers keep theirs).
+    crate::fs::files::unshare(&mut p.files);
     p.files.close_on_exec();
+    crate::process::unshare_handlers(&mut p.signals);
     // capabilities(7) for a file without file capabilities or set-id bits.
     p.caps = p.caps.after_exec(&p.ids, crate::syscalls::no_new_privs());
-    for (i, act) in p.signals.actions.iter_mut().enumerate() {
+    for (i, act) in p.signals.lock().actions.iter_mut().enumerate() {
         let handler = if act.handler == 1 { 1 } else { 0 };
         if act.handler > 1 {
             signal::set_disposition(i as u32 + 1, 0);

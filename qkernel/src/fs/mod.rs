@@ -7,6 +7,8 @@
 //! host fd.
 
 pub mod console;
+pub mod cwd;
+pub mod files;
 pub mod frozen;
 pub mod host;
 pub mod ldisc;
@@ -20,6 +22,9 @@ pub mod special;
 pub mod stat;
 pub mod tty;
 pub mod tty_ioctl;
+
+pub use cwd::Fs;
+pub use files::Files;
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -283,13 +288,13 @@ impl FdTable {
         Ok(fd)
     }
 
-    /// Installs `file` at the lowest free fd.
-    pub fn insert(&mut self, file: Arc<File>, cloexec: bool) -> Result<usize, Errno> {
-        self.insert_from(0, file, cloexec)
-    }
-
-    /// Puts `file` at exactly `fd`, closing what was there.
-    pub fn insert_at(&mut self, fd: u64, file: Arc<File>, cloexec: bool) -> Result<(), Errno> {
+    /// Puts `file` at exactly `fd`; returns what was there.
+    pub fn insert_at(
+        &mut self,
+        fd: u64,
+        file: Arc<File>,
+        cloexec: bool,
+    ) -> Result<Option<FdEntry>, Errno> {
         let limit = crate::syscalls::nofile().min(MAX_FDS);
         let fd = Some(fd_index(fd))
             .filter(|&f| f < limit)
@@ -297,9 +302,7 @@ impl FdTable {
         if self.slots.len() <= fd {
             self.slots.resize(fd + 1, None);
         }
-        // The old file (if any) drops here, after the new one is in place.
-        let _old = self.slots[fd].replace(FdEntry { file, cloexec });
-        Ok(())
+        Ok(self.slots[fd].replace(FdEntry { file, cloexec }))
     }
 
     /// Removes `fd`.
@@ -308,13 +311,16 @@ impl FdTable {
         slot.take().map(|e| e.file).ok_or(Errno::EBADF)
     }
 
-    /// Closes every fd marked `FD_CLOEXEC` (`execve`).
-    pub fn close_on_exec(&mut self) {
+    /// Takes every fd marked `FD_CLOEXEC` out (`execve`); the caller
+    /// drops them.
+    pub fn take_cloexec(&mut self) -> Vec<FdEntry> {
+        let mut out = Vec::new();
         for slot in &mut self.slots {
             if slot.as_ref().is_some_and(|e| e.cloexec) {
-                *slot = None;
+                out.extend(slot.take());
             }
         }
+        out
     }
 
     /// Open fd numbers, ascending.

@@ -91,13 +91,13 @@ pub fn absolute(p: &Process, dirfd: i64, path: &str) -> Result<String, Errno> {
     // `dirfd` is a C `int`: only the low 32 bits count.
     let dirfd = i64::from(dirfd as i32);
     let base = if dirfd == AT_FDCWD {
-        p.cwd.as_str()
+        p.fs.cwd()
     } else {
         let file = p.files.get(dirfd as u64)?;
         if !file.path.starts_with('/') {
             return Err(Errno::ENOTDIR);
         }
-        file.path.as_str()
+        file.path.clone()
     };
     let mut out = String::with_capacity(base.len() + 1 + path.len());
     out.push_str(base.trim_end_matches('/'));

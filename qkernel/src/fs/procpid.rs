@@ -77,6 +77,10 @@ pub fn with_proc<R>(
         .tasks
         .get(&pid)
         .is_some_and(|t| task::jobctl::stopped(&k, t.tgid));
+    // A process sharing its space (CLONE_VM) holds it only while it runs
+    // or ran last of its group (`task::mmshare`): it gets it for the look.
+    task::mmshare::hand_to(&mut k, pid);
+    let lend = pid != me && task::mmshare::holder(pid) == Some(task::current_tgid());
     let t = k.tasks.get_mut(&pid)?;
     let (state, exit_code) = match t.state {
         // A stopped group's threads blocked in the kernel stop when
@@ -108,6 +112,12 @@ pub fn with_proc<R>(
     if pid == me {
         drop(k);
         Some(f(&view, Some(cur)))
+    } else if lend && let Some(q) = t.proc.as_mut() {
+        // The running process holds the space: lent for the look.
+        core::mem::swap(&mut cur.mm, &mut q.mm);
+        let r = f(&view, Some(&mut *q));
+        core::mem::swap(&mut cur.mm, &mut q.mm);
+        Some(r)
     } else {
         Some(f(&view, t.proc.as_mut()))
     }
@@ -132,7 +142,7 @@ pub fn may_access(cur: &mut Process, pid: u32) -> bool {
 /// The open fds of task `pid`.
 pub fn fds(cur: &mut Process, pid: u32) -> Vec<usize> {
     with_proc(cur, pid, |_, p| {
-        p.map(|p| p.files.numbers().collect()).unwrap_or_default()
+        p.map(|p| p.files.numbers()).unwrap_or_default()
     })
     .unwrap_or_default()
 }
@@ -146,7 +156,7 @@ pub fn link(cur: &mut Process, pid: u32, which: &str) -> Option<String> {
         let p = p?;
         Some(match which {
             "exe" => p.exe.clone(),
-            "cwd" => p.cwd.clone(),
+            "cwd" => p.fs.cwd(),
             _ => "/".into(),
         })
     })
@@ -271,8 +281,8 @@ fn facts(t: &TaskView, p: Option<&mut Process>) -> Facts {
                 caught,
                 ignored,
                 ids: p.ids,
-                umask: p.umask,
-                fds: p.files.numbers().count(),
+                umask: p.fs.umask(),
+                fds: p.files.count(),
                 caps: p.caps,
                 groups: p.groups.clone(),
             }
@@ -496,7 +506,7 @@ fn limits() -> String {
 fn dispositions(p: &Process) -> (u64, u64) {
     let mut caught = 0u64;
     let mut ignored = 0u64;
-    for (i, a) in p.signals.actions.iter().enumerate() {
+    for (i, a) in p.signals.lock().actions.iter().enumerate() {
         match a.handler {
             0 => {}
             1 => ignored |= 1 << i,

@@ -100,7 +100,7 @@ fn task_file(p: &mut Process, pid: u32, fd: u64) -> Option<Arc<File>> {
     if !procpid::may_access(p, pid) {
         return None;
     }
-    procpid::with_proc(p, pid, |_, q| q.and_then(|q| q.files.get(fd).ok().cloned())).flatten()
+    procpid::with_proc(p, pid, |_, q| q.and_then(|q| q.files.get(fd).ok())).flatten()
 }
 
 /// Where link `node` leads (`None`: not a link, or a link to nothing).

@@ -75,7 +75,7 @@ pub fn deliver(regs: &mut TrapFrame, syscall: Option<u64>) {
     crate::task::jobctl::run_deferred();
     stop_point();
     while let Some((sig, info)) = take_next() {
-        let act = process::with(|p| p.signals.actions[(sig - 1) as usize]);
+        let act = process::with(|p| p.signals.lock().actions[(sig - 1) as usize]);
         match act.handler {
             1 => continue,
             0 if DEFAULT_IGNORE & bit(sig) != 0 => continue,
@@ -174,7 +174,7 @@ fn setup(regs: &mut TrapFrame, sig: u32, info: &Info, act: &SigAction) {
         };
         frame::write(&mut p.mm, at, fpstate, act.restorer, &saved)?;
         if act.flags & SA_RESETHAND != 0 {
-            p.signals.actions[(sig - 1) as usize] = SigAction::default();
+            p.signals.lock().actions[(sig - 1) as usize] = SigAction::default();
             set_disposition(sig, 0);
         }
         Ok(at)

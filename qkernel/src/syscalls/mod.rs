@@ -29,6 +29,7 @@ mod sys_sync;
 mod sys_task;
 mod sys_time;
 mod sys_ucred;
+mod sys_unshare;
 mod sys_xattr;
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -194,14 +195,14 @@ pub static ENTRIES: &[Entry] = &[
         56,
         sys_task::sys_clone,
         Partial,
-        "threads; CLONE_VM without CLONE_THREAD only with CLONE_VFORK",
+        "threads need CLONE_FILES and CLONE_FS",
     ),
     e(57, sys_task::sys_fork, Full, "copy-on-write"),
     e(
         58,
         sys_task::sys_vfork,
         Partial,
-        "a copy if the parent has threads",
+        "shares through mmshare if the parent has threads",
     ),
     e(
         59,
@@ -470,6 +471,12 @@ pub static ENTRIES: &[Entry] = &[
     e(269, sys_stat::faccessat, Full, ""),
     e(270, sys_poll::pselect6, Full, ""),
     e(271, sys_poll::ppoll, Full, ""),
+    e(
+        272,
+        sys_unshare::unshare,
+        Partial,
+        "CLONE_FILES, CLONE_FS; namespaces EPERM",
+    ),
     e(
         273,
         sys_proc::set_robust_list,

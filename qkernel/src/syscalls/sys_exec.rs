@@ -59,7 +59,7 @@ pub fn execveat(p: &mut Process, a: &[u64; 6]) -> SysResult {
 /// `AT_EMPTY_PATH` and an empty path.
 fn open_exec(p: &mut Process, dirfd: i64, path: &str, flags: u64) -> Result<Arc<File>, Errno> {
     if path.is_empty() && flags & AT_EMPTY_PATH != 0 {
-        return p.files.get(dirfd as u64).cloned();
+        return p.files.get(dirfd as u64);
     }
     let abs = path::absolute(p, dirfd, path)?;
     // O_NONBLOCK: a FIFO opens at once and `image::read` refuses it

@@ -25,7 +25,7 @@ pub fn open_path(p: &mut Process, abs: String, flags: u32, mode: u32) -> Result<
     match special::lookup(&norm) {
         Node::Host => {
             let mode = if flags & (O_CREAT | O_TMPFILE) != 0 {
-                mode & !p.umask & 0o7777
+                mode & !p.fs.umask() & 0o7777
             } else {
                 0
             };
@@ -87,7 +87,7 @@ pub fn close(p: &mut Process, a: &[u64; 6]) -> SysResult {
 }
 
 fn file(p: &Process, fd: u64) -> Result<Arc<File>, Errno> {
-    p.files.get(fd).cloned()
+    p.files.get(fd)
 }
 
 /// `read(fd, buf, count)`.
@@ -226,9 +226,9 @@ pub fn fcntl(p: &mut Process, a: &[u64; 6]) -> SysResult {
                 .ok_or(Errno::EINVAL)?;
             p.files.insert_from(min, f, a[1] == F_DUPFD_CLOEXEC)
         }
-        F_GETFD => Ok(usize::from(p.files.entry(a[0])?.cloexec)),
+        F_GETFD => Ok(usize::from(p.files.cloexec(a[0])?)),
         F_SETFD => {
-            p.files.entry_mut(a[0])?.cloexec = a[2] & 1 != 0;
+            p.files.set_cloexec(a[0], a[2] & 1 != 0)?;
             Ok(0)
         }
         F_GETFL => Ok(*f.flags.lock() as usize),
@@ -314,7 +314,7 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
             return Ok(0);
         }
         FIOCLEX | FIONCLEX => {
-            p.files.entry_mut(a[0])?.cloexec = a[1] == FIOCLEX;
+            p.files.set_cloexec(a[0], a[1] == FIOCLEX)?;
             return Ok(0);
         }
         _ => {}
@@ -427,7 +427,7 @@ fn host_file(p: &Process, fd: u64) -> Result<i32, Errno> {
 /// `ftruncate(fd, len)`.
 pub fn ftruncate(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let fd = host_file(p, a[0])?;
-    let object = crate::mm::sharedfile::before_io(p.files.get(a[0])?);
+    let object = crate::mm::sharedfile::before_io(&*p.files.get(a[0])?);
     let r = host::fd_op(fdop::FTRUNCATE, fd, a[1], 0, 0, 0);
     crate::mm::sharedfile::after_write(object);
     r

@@ -194,7 +194,7 @@ fn statfs_abs(p: &mut Process, abs: &str) -> Result<[u8; STATFS_SIZE], Errno> {
 
 /// `statfs` of the filesystem holding open file `fd`.
 fn statfs_fd(p: &Process, fd: u64) -> Result<[u8; STATFS_SIZE], Errno> {
-    statfs_file(p.files.get(fd)?)
+    statfs_file(&*p.files.get(fd)?)
 }
 
 /// `statfs` of the filesystem holding open file `f`.

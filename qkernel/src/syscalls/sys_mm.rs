@@ -60,7 +60,7 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     // file's shared object (`mm::sharedfile`).
     let shared_file = match source {
         Some(_) if flags & MAP_SHARED != 0 && p.files.get(a[4])?.writable() => {
-            let file = p.files.get(a[4])?.clone();
+            let file = p.files.get(a[4])?;
             Some(crate::mm::sharedfile::attach(&file)?)
         }
         _ => None,

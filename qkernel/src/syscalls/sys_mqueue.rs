@@ -74,7 +74,7 @@ pub fn mq_open(p: &mut Process, a: &[u64; 6]) -> SysResult {
         create,
         excl: oflag & O_EXCL != 0,
         attr,
-        mode: (a[2] as u32) & !p.umask,
+        mode: (a[2] as u32) & !p.fs.umask(),
         privileged: p.caps.has(crate::creds::CAP_SYS_RESOURCE),
     })?;
     let status = (oflag as u32) & (O_ACCMODE | O_NONBLOCK);

@@ -35,7 +35,7 @@ fn host_path(p: &mut Process, dirfd: u64, va: u64, on_kernel: Errno) -> Result<S
 /// `mkdirat(dirfd, path, mode)`.
 pub fn mkdirat(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let abs = host_path(p, a[0], a[1], Errno::EEXIST)?;
-    let mode = a[2] as u32 & !p.umask & 0o7777;
+    let mode = a[2] as u32 & !p.fs.umask() & 0o7777;
     host::path_op(pathop::MKDIR, &abs, u64::from(mode), 0, 0)
 }
 
@@ -256,7 +256,7 @@ fn set_cwd(p: &mut Process, abs: String) -> SysResult {
     if statx_mode(&sx) & S_IFMT != S_IFDIR {
         return Err(Errno::ENOTDIR);
     }
-    p.cwd = path::normalize(&abs);
+    p.fs.set_cwd(path::normalize(&abs));
     Ok(0)
 }
 
@@ -271,7 +271,7 @@ pub fn fchdir(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `getcwd(buf, size)`.
 pub fn getcwd(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let mut bytes = path::to_bytes(&p.cwd).into_owned();
+    let mut bytes = path::to_bytes(&p.fs.cwd()).into_owned();
     bytes.push(0);
     if (a[1] as usize) < bytes.len() {
         return Err(Errno::ERANGE);
@@ -282,7 +282,6 @@ pub fn getcwd(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `umask(mask)`.
 pub fn umask(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let old = p.umask;
-    p.umask = a[0] as u32 & 0o777;
+    let old = p.fs.set_umask(a[0] as u32 & 0o777);
     Ok(old as usize)
 }

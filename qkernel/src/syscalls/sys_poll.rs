@@ -303,7 +303,7 @@ pub fn epoll_ctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
     if a[0] == a[2] {
         return Err(Errno::EINVAL);
     }
-    let file = p.files.get(a[2])?.clone();
+    let file = p.files.get(a[2])?;
     let (events, data) = if a[1] == 2 {
         (0u32, 0u64) // EPOLL_CTL_DEL ignores the event
     } else {

@@ -98,7 +98,7 @@ pub fn control_to_send(p: &mut Process, msg_va: u64) -> Result<Control, Errno> {
             (SOL_SOCKET, SCM_RIGHTS) => {
                 for c in h[CMSG_HDR..clen].chunks_exact(4) {
                     let fd = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    files.push(p.files.get(fd as u32 as u64)?.clone());
+                    files.push(p.files.get(fd as u32 as u64)?);
                 }
             }
             (SOL_SOCKET, SCM_CREDENTIALS) => {

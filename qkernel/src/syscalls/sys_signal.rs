@@ -19,7 +19,7 @@ pub fn rt_sigaction(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let idx = (sig - 1) as usize;
-    let old = p.signals.actions[idx];
+    let old = p.signals.lock().actions[idx];
     let mut new = None;
     if a[1] != 0 {
         let mut w = [0u64; 4];
@@ -42,7 +42,7 @@ pub fn rt_sigaction(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
     }
     if let Some(act) = new {
-        p.signals.actions[idx] = act;
+        p.signals.lock().actions[idx] = act;
         signal::set_disposition(sig as u32, act.handler);
         if sig == u64::from(signal::SIGCHLD) {
             signal::set_nocldstop(act.flags & signal::SA_NOCLDSTOP != 0);

@@ -30,7 +30,7 @@ const SO_PEERCRED: u64 = 17;
 const SUN_LEN: u64 = 110;
 
 pub(super) fn sock(p: &Process, fd: u64) -> Result<(Arc<File>, i32), Errno> {
-    let f = p.files.get(fd)?.clone();
+    let f = p.files.get(fd)?;
     match f.backing {
         Backing::Host {
             fd,
@@ -57,11 +57,7 @@ fn install(p: &mut Process, host_fd: i32, flags: u64) -> SysResult {
 
 /// The guest netlink socket at `fd`, if that is what it is.
 fn nl(p: &Process, fd: u64) -> Option<Arc<File>> {
-    p.files
-        .get(fd)
-        .ok()
-        .filter(|f| f.netlink().is_some())
-        .cloned()
+    p.files.get(fd).ok().filter(|f| f.netlink().is_some())
 }
 
 const SOCK_DGRAM: u64 = 2;
@@ -212,7 +208,8 @@ fn unix_absolute(p: &Process, addr: &mut SockAddr) -> Result<(), Errno> {
     if path_len == 0 || raw[0] == b'/' {
         return Ok(()); // unnamed, abstract or absolute
     }
-    let base = p.cwd.trim_end_matches('/');
+    let cwd = p.fs.cwd();
+    let base = cwd.trim_end_matches('/');
     let add = base.len() + 1;
     let total = 2 + add + path_len;
     if total > addr.bytes.len() {

@@ -16,7 +16,7 @@ const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// statx of the open file `fd`.
 fn statx_fd(p: &mut Process, fd: u64) -> Result<[u8; STATX_SIZE], Errno> {
-    let f = p.files.get(fd)?.clone();
+    let f = p.files.get(fd)?;
     statx_file(p, &f)
 }
 
@@ -82,7 +82,7 @@ fn statx_at(
             return Err(Errno::ENOENT);
         }
         if i64::from(dirfd as i32) == AT_FDCWD {
-            let cwd = p.cwd.clone();
+            let cwd = p.fs.cwd();
             return statx_abs(p, &cwd, false);
         }
         return statx_fd(p, dirfd);

@@ -31,7 +31,7 @@ pub fn mknodat(p: &mut Process, a: &[u64; 6]) -> SysResult {
         Node::Missing => return Err(Errno::EACCES),
         _ => return Err(Errno::EEXIST),
     }
-    let perm = mode & 0o7777 & !p.umask;
+    let perm = mode & 0o7777 & !p.fs.umask();
     match mode & S_IFMT {
         S_IFIFO => host::path_op(pathop::MKFIFO, &abs, u64::from(perm), 0, 0),
         0 | S_IFREG => {
@@ -54,7 +54,7 @@ pub fn mknod(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `fallocate(fd, mode, offset, len)`.
 pub fn fallocate(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let f = p.files.get(a[0])?.clone();
+    let f = p.files.get(a[0])?;
     if (a[2] as i64) < 0 || (a[3] as i64) <= 0 {
         return Err(Errno::EINVAL);
     }

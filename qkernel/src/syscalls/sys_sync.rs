@@ -23,7 +23,7 @@ fn host_fd(p: &Process, fd: u64) -> Result<Option<i32>, Errno> {
 /// `fsync(fd)`: the kernel's own files (devices, `/proc`) have nothing
 /// to flush and say `EINVAL`, as Linux's do.
 pub fn fsync(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    crate::mm::sharedfile::before_io(p.files.get(a[0])?);
+    crate::mm::sharedfile::before_io(&*p.files.get(a[0])?);
     match host_fd(p, a[0])? {
         Some(fd) => host::fd_op(fdop::FSYNC, fd, 0, 0, 0, 0),
         None => Err(Errno::EINVAL),
@@ -32,7 +32,7 @@ pub fn fsync(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `fdatasync(fd)`.
 pub fn fdatasync(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    crate::mm::sharedfile::before_io(p.files.get(a[0])?);
+    crate::mm::sharedfile::before_io(&*p.files.get(a[0])?);
     match host_fd(p, a[0])? {
         Some(fd) => host::fd_op(fdop::FDATASYNC, fd, 0, 0, 0, 0),
         None => Err(Errno::EINVAL),

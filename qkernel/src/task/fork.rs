@@ -158,17 +158,14 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     if a.flags & CLONE_SIGHAND != 0 && a.flags & CLONE_VM == 0 {
         return Err(Errno::EINVAL);
     }
-    if a.flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS) != 0 && a.flags & CLONE_VFORK == 0 {
+    let me = super::current_tgid();
+    // A vfork child runs on its parent's space only until it execs or
+    // exits (`lend_back`): it cannot share it with a third process.
+    if a.flags & CLONE_VM != 0 && lent(me) {
         log::warn!(
-            "clone flags {:#x}: shared files, fs or handlers without CLONE_THREAD are not supported",
+            "clone flags {:#x}: CLONE_VM from a vfork child is not supported",
             a.flags
         );
-        return Err(Errno::ENOSYS);
-    }
-    // CLONE_VM | CLONE_VFORK (vfork, posix_spawn): the child runs on the
-    // parent's address space while the parent waits (below).
-    if a.flags & CLONE_VM != 0 && a.flags & CLONE_VFORK == 0 {
-        log::warn!("clone flags {:#x}: CLONE_VM without CLONE_VFORK", a.flags);
         return Err(Errno::ENOSYS);
     }
     if KERNEL.lock().tasks.len() >= MAX_TASKS {
@@ -181,20 +178,37 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
     let (kstack, kstack_top, rsp) = new_kstack(&child_frame(a.stack))?;
     // A vfork child (CLONE_VM | CLONE_VFORK) runs on the parent's own
     // address space, lent to it until it execs or exits; the parent,
-    // which waits meanwhile, holds an empty one. A parent with other
-    // threads (which would run on) gets a copy-on-write copy instead.
-    let lend = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK && !has_threads();
+    // which waits meanwhile, holds an empty one. Otherwise (CLONE_VM
+    // alone, or a vfork from a parent whose other threads or sharing
+    // processes run on) the two share the space (`mmshare`): the child
+    // starts with a stand-in and takes the space when it first runs.
+    let vfork = a.flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK;
+    let lend = vfork && !has_threads() && !super::mmshare::member(me);
+    let share = a.flags & CLONE_VM != 0 && !lend;
     let mm = if lend {
         core::mem::replace(&mut p.mm, AddrSpace::new())
+    } else if share {
+        AddrSpace::new()
     } else {
         cow_copy(&mut p.mm)?
     };
     let mut child = Process {
         mm,
-        signals: p.signals,
-        files: p.files.clone(),
-        cwd: p.cwd.clone(),
-        umask: p.umask,
+        signals: if a.flags & CLONE_SIGHAND != 0 {
+            p.signals.clone()
+        } else {
+            crate::process::copy_handlers(&p.signals)
+        },
+        files: if a.flags & CLONE_FILES != 0 {
+            p.files.clone()
+        } else {
+            p.files.copy()
+        },
+        fs: if a.flags & CLONE_FS != 0 {
+            p.fs.clone()
+        } else {
+            p.fs.copy()
+        },
         exe: p.exe.clone(),
         cmdline: p.cmdline.clone(),
         environ: p.environ.clone(),
@@ -220,12 +234,14 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         }
     };
     let fpu = FpuState::current();
-    let me = super::current_tgid();
     let mut k = KERNEL.lock();
     let pid = alloc_pid(&mut k);
     if lend {
         set_tids(a, None, &mut child.mm, pid);
         LENT.lock().insert(pid, me);
+    } else if share {
+        set_tids(a, None, &mut p.mm, pid);
+        super::mmshare::join(me, pid);
     } else {
         set_tids(a, Some(&mut child.mm), &mut p.mm, pid);
     }
@@ -270,7 +286,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
 static LENT: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
 
 /// Whether the running thread group has other threads.
-fn has_threads() -> bool {
+pub fn has_threads() -> bool {
     let (me, g) = (current_pid(), super::current_tgid());
     KERNEL
         .lock()

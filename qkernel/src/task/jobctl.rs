@@ -151,7 +151,7 @@ fn notify_parent(k: &mut Kernel, g: u32, code: i32, status: i32) {
     } else {
         let blocked = super::wait::leader_blocked(k, ppid) & bit(SIGCHLD) != 0;
         if let Some(pp) = k.tasks.get_mut(&ppid).and_then(|t| t.proc.as_mut()) {
-            let d = Disp::of(&pp.signals.actions);
+            let d = Disp::of(&pp.signals.lock().actions);
             if !d.nocldstop && (!d.ignores(SIGCHLD) || blocked) {
                 pp.shared_sig.post(SIGCHLD, info);
             }

@@ -20,6 +20,7 @@ pub mod fork;
 pub mod futex;
 pub mod jobctl;
 pub mod kstack;
+pub mod mmshare;
 pub mod offload;
 pub mod park;
 pub mod pgrp;

@@ -205,11 +205,15 @@ pub fn switch(next: u32) {
             // The slot held no process (it went to its leader above).
             l.proc = None;
         }
-        if let Some(p) = pg.as_ref() {
+        let stopped = l.job.stopped;
+        if let Some(p) = pg.as_mut() {
+            // A process sharing its space (CLONE_VM) takes it from the
+            // member that ran last.
+            super::mmshare::take(&mut k, next_tgid, p);
             process::activate(&p.mm);
-            crate::signal::load_group(&p.signals.actions, &p.shared_sig);
+            crate::signal::load_group(&p.signals.lock().actions, &p.shared_sig);
         }
-        crate::signal::set_group_stop(l.job.stopped);
+        crate::signal::set_group_stop(stopped);
     }
     let Some(t) = k.tasks.get_mut(&next) else {
         return;

@@ -254,7 +254,7 @@ fn load(p: &mut Process, argv: Vec<Vec<u8>>, env: Vec<Vec<u8>>) -> Result<loader
     }
     let name = utf8(argv.first().ok_or(Errno::EINVAL)?)?;
     let cwd_failed = |e: Errno| Errno(op::CWD_FAILED + e.0);
-    let sx = crate::fs::host::statx_path(&p.cwd, false).map_err(cwd_failed)?;
+    let sx = crate::fs::host::statx_path(&p.fs.cwd(), false).map_err(cwd_failed)?;
     if statx_mode(&sx) & S_IFMT != S_IFDIR {
         return Err(cwd_failed(Errno::ENOTDIR));
     }

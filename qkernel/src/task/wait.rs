@@ -44,7 +44,7 @@ fn disp_of(k: &Kernel, g: u32) -> Disp {
     k.tasks
         .get(&g)
         .and_then(|l| l.proc.as_ref())
-        .map(|p| Disp::of(&p.signals.actions))
+        .map(|p| Disp::of(&p.signals.lock().actions))
         .unwrap_or_default()
 }
 
@@ -109,7 +109,7 @@ fn zombify(k: &mut Kernel, pid: u32, st: Status) -> bool {
         && let Some(parent) = k.tasks.get_mut(&ppid)
         && let Some(pp) = parent.proc.as_mut()
     {
-        let d = Disp::of(&pp.signals.actions);
+        let d = Disp::of(&pp.signals.lock().actions);
         if exit_signal == SIGCHLD && d.ignored & signal::bit(SIGCHLD) != 0 {
             auto_reap = true;
         } else if exit_signal != 0
@@ -161,12 +161,19 @@ pub fn exit_group(st: Status) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
     let mut proc = PROCESS.lock().take();
     let comm = proc.as_ref().map_or([0; 16], |p| p.comm);
+    let mut tid = None;
     if let Some(p) = proc.as_mut() {
         // The robust futexes the calling thread holds go to their
         // waiters (process-shared mutexes in shared memory), as Linux
         // releases them at every thread's exit.
         super::futex::release_robust(p, me);
+        if super::mmshare::member(g) {
+            // The space lives on in another process: as Linux's
+            // `mm_release`, `clear_child_tid` is zeroed and woken.
+            tid = clear_child_tid(p);
+        }
     }
+    wake_child_tid(tid);
     if let Some(p) = proc {
         // Close the fds now (a reader sees EOF); the pages go after the
         // switch, when CR3 no longer names them. Only the address space
@@ -176,7 +183,13 @@ pub fn exit_group(st: Status) -> ! {
         drop(files);
         // A vfork child gives its parent's space back (CR3 names it: it
         // stays) and the stand-in goes instead.
-        super::fork::lend_back(&mut KERNEL.lock(), g, &mut mm);
+        {
+            let mut k = KERNEL.lock();
+            super::fork::lend_back(&mut k, g, &mut mm);
+            // A space shared with another process (CLONE_VM) stays with
+            // it; the stand-in goes instead.
+            super::mmshare::leave(&mut k, g, &mut mm);
+        }
         sched::set_dead(mm);
     }
     let mut k = KERNEL.lock();
@@ -209,30 +222,14 @@ pub fn exit_group(st: Status) -> ! {
 /// released. The last thread of a group ends the group.
 pub fn exit_thread(code: u8) -> ! {
     let (me, g) = (super::current_pid(), super::current_tgid());
-    let (key, shared, ctid) = {
+    let tid = {
         let mut guard = PROCESS.lock();
-        match guard.as_mut() {
-            Some(p) => {
-                super::futex::release_robust(p, me);
-                let a = crate::process::thread().clear_child_tid;
-                if a != 0 {
-                    // As Linux, a bad address is ignored.
-                    let _ = uaccess::write(&mut p.mm, a, &0u32);
-                }
-                let shared = crate::syscalls::futex_key(p, a & !3, 0).ok();
-                (p.mm.pt.kernel_cr3(), shared, a)
-            }
-            None => (0, None, 0),
-        }
+        guard.as_mut().and_then(|p| {
+            super::futex::release_robust(p, me);
+            clear_child_tid(p)
+        })
     };
-    if ctid != 0 {
-        // Linux wakes the shared key; the private one too, for joiners
-        // that wait privately (a spurious wake-up is allowed there).
-        if let Some(shared) = shared {
-            super::futex::wake(shared, 1, u32::MAX);
-        }
-        super::futex::wake((key, ctid), 1, u32::MAX);
-    }
+    wake_child_tid(tid);
     let mut k = KERNEL.lock();
     let others = k
         .tasks
@@ -257,6 +254,31 @@ pub fn exit_thread(code: u8) -> ! {
     sched::leave_dead()
 }
 
+/// Zeroes the running thread's `clear_child_tid` word in `p`'s memory
+/// (a bad address is ignored, as Linux); returns the futex keys to wake
+/// once the process lock is released ([`wake_child_tid`]).
+fn clear_child_tid(p: &mut Process) -> Option<(super::futex::Key, Option<super::futex::Key>)> {
+    let a = crate::process::thread().clear_child_tid;
+    if a == 0 {
+        return None;
+    }
+    let _ = uaccess::write(&mut p.mm, a, &0u32);
+    let shared = crate::syscalls::futex_key(p, a & !3, 0).ok();
+    Some(((p.mm.pt.kernel_cr3(), a), shared))
+}
+
+/// Wakes a joiner of the `clear_child_tid` word: Linux wakes the shared
+/// key; the private one too, for joiners that wait privately (a spurious
+/// wake-up is allowed there).
+fn wake_child_tid(keys: Option<(super::futex::Key, Option<super::futex::Key>)>) {
+    if let Some((private, shared)) = keys {
+        if let Some(shared) = shared {
+            super::futex::wake(shared, 1, u32::MAX);
+        }
+        super::futex::wake(private, 1, u32::MAX);
+    }
+}
+
 /// Kills thread group `g`, which is not running, with signal `sig`.
 pub(super) fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     if signal::init_spares(g) {
@@ -276,6 +298,7 @@ pub(super) fn kill_group_other(k: &mut Kernel, g: u32, sig: u32) {
     if let Some(mut p) = proc {
         t.comm = p.comm;
         super::fork::lend_back(k, g, &mut p.mm);
+        super::mmshare::leave(k, g, &mut p.mm);
         free_process(p);
     }
     if zombify(k, g, Status::Killed(sig)) {
