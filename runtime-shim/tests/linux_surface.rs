@@ -508,6 +508,21 @@ fn hostid_comes_from_the_rootfs() {
     assert_eq!(sandboxed.status, 0, "{sandboxed:?}");
 }
 
+/// mq_notify with SIGEV_SIGNAL: one signal (SI_MESGQ) when a message
+/// reaches the empty queue, EBUSY for another process while registered,
+/// removal with NULL, SIGEV_NONE, signal 0.
+#[test]
+fn mq_notify_signals_once() {
+    if !require_kvm() {
+        return;
+    }
+    let native = compare("mqnotify", &[]);
+    assert!(
+        stdout(&native).contains("first message: notified 1"),
+        "{native:?}"
+    );
+}
+
 /// Raw IP sockets and ICMP "ping" sockets are refused as a Linux process
 /// without CAP_NET_RAW (and outside `ping_group_range`) sees it. Natively
 /// the answer depends on the test's own rights: sandboxed run only.

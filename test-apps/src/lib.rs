@@ -111,6 +111,7 @@ pub const ALL: &[&str] = &[
     "jobctl",
     "malloc_stress",
     // POSIX message queues (linux_surface.rs).
+    "mqnotify",
     "mqueue",
     "netops",
     // NETLINK_ROUTE dumps, getifaddrs/if_nameindex, SIOCGIF* ioctls.

@@ -65,6 +65,17 @@ struct Inner {
     msgs: VecDeque<(u32, Vec<u8>)>,
     /// Counts state changes (edge-triggered epoll).
     generation: u64,
+    /// The `mq_notify` registration, if any.
+    notify: Option<Notify>,
+}
+
+/// An `mq_notify` registration: process `pid` gets signal `sig` (0:
+/// `SIGEV_NONE`, registered but silent) when a message arrives in the
+/// empty queue; it is then unregistered.
+#[derive(Debug, Clone, Copy)]
+pub struct Notify {
+    pub pid: u32,
+    pub sig: u32,
 }
 
 impl Drop for MQueue {
@@ -144,6 +155,7 @@ pub fn open(r: &OpenReq<'_>) -> Result<Arc<MQueue>, Errno> {
         inner: Mutex::new(Inner {
             msgs: VecDeque::new(),
             generation: 0,
+            notify: None,
         }),
     });
     t.insert(r.name.into(), q.clone());
@@ -195,12 +207,20 @@ impl MQueue {
         r
     }
 
-    /// Adds `msg` with `prio`; `EAGAIN` if the queue is full.
-    pub fn send(&self, msg: Vec<u8>, prio: u32) -> Result<(), Errno> {
+    /// Adds `msg` with `prio`; `EAGAIN` if the queue is full. Returns the
+    /// notification to send, if this message made the empty queue
+    /// non-empty for a registered process (Linux also holds it back while
+    /// a task waits in a receive: not done here).
+    pub fn send(&self, msg: Vec<u8>, prio: u32) -> Result<Option<Notify>, Errno> {
         let mut i = self.inner.lock();
         if i.msgs.len() >= self.maxmsg {
             return Err(Errno::EAGAIN);
         }
+        let notify = if i.msgs.is_empty() {
+            i.notify.take()
+        } else {
+            None
+        };
         let at = i
             .msgs
             .iter()
@@ -210,7 +230,21 @@ impl MQueue {
         i.generation += 1;
         drop(i);
         park::wake_queue(self.queue);
-        Ok(())
+        Ok(notify.filter(|n| n.sig != 0))
+    }
+
+    /// `mq_notify`: registers `n` for `pid` (`None`: removes the caller's
+    /// registration). `EBUSY` when another process holds it.
+    pub fn set_notify(&self, pid: u32, n: Option<Notify>) -> Result<(), Errno> {
+        let mut i = self.inner.lock();
+        match i.notify {
+            Some(cur) if cur.pid != pid && n.is_some() => Err(Errno::EBUSY),
+            Some(cur) if cur.pid != pid => Ok(()),
+            _ => {
+                i.notify = n;
+                Ok(())
+            }
+        }
     }
 
     /// Takes the oldest message of the highest priority; `EAGAIN` if

@@ -438,6 +438,12 @@ pub static ENTRIES: &[Entry] = &[
     e(241, sys_mqueue::mq_unlink, Full, ""),
     e(242, sys_mqueue::mq_timedsend, Full, ""),
     e(243, sys_mqueue::mq_timedreceive, Full, ""),
+    e(
+        244,
+        sys_mqueue::mq_notify,
+        Partial,
+        "SIGEV_SIGNAL, SIGEV_NONE",
+    ),
     e(245, sys_mqueue::mq_getsetattr, Full, ""),
     e(
         247,

@@ -1,6 +1,7 @@
 //! POSIX message queue calls over the guest's queues (`fs::mqueue`):
 //! `mq_open`, `mq_unlink`, `mq_timedsend`, `mq_timedreceive`,
-//! `mq_getsetattr`. `mq_notify` is not in the table (`ENOSYS`).
+//! `mq_getsetattr`, `mq_notify` (`SIGEV_SIGNAL` and `SIGEV_NONE`;
+//! `SIGEV_THREAD`, a netlink socket of the C library's, is `ENOSYS`).
 
 use alloc::sync::Arc;
 use alloc::vec;
@@ -130,7 +131,12 @@ pub fn mq_timedsend(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let mut msg = vec![0u8; len];
     uaccess::copy_in(&mut p.mm, a[1], &mut msg)?;
     match q.send(msg, a[3] as u32) {
-        Ok(()) => Ok(0),
+        Ok(notify) => {
+            if let Some(n) = notify {
+                notify_process(p, n);
+            }
+            Ok(0)
+        }
         Err(Errno::EAGAIN) => wait(&f, &q, at),
         Err(e) => Err(e),
     }
@@ -188,5 +194,48 @@ pub fn mq_getsetattr(p: &mut Process, a: &[u64; 6]) -> SysResult {
         let mut fl = f.flags.lock();
         *fl = (*fl & !O_NONBLOCK) | (nb & O_NONBLOCK);
     }
+    Ok(0)
+}
+
+/// `si_code` of a message-queue notification.
+const SI_MESGQ: i32 = -3;
+const SIGEV_SIGNAL: i32 = 0;
+const SIGEV_NONE: i32 = 1;
+const SIGEV_THREAD: i32 = 2;
+
+/// Sends a registered notification's signal (`si_code` `SI_MESGQ`, the
+/// sender's pid and uid; `si_value` is not passed).
+fn notify_process(p: &Process, n: mqueue::Notify) {
+    let me = crate::task::current_tgid();
+    let info = crate::signal::Info::user(SI_MESGQ, me, p.ids[0]);
+    if n.pid == me {
+        crate::signal::send(n.sig, info);
+    } else {
+        // The registered process may have gone: nothing to tell then.
+        let _ = crate::task::wait::send_to_group(n.pid, n.sig, info);
+    }
+}
+
+/// `mq_notify(mqdes, sevp)`: `NULL` removes the caller's registration.
+pub fn mq_notify(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let (_, q) = queue(p, a[0])?;
+    let me = crate::task::current_tgid();
+    if a[1] == 0 {
+        q.set_notify(me, None)?;
+        return Ok(0);
+    }
+    let signo = uaccess::read::<u32>(&mut p.mm, a[1] + 8)? as i32;
+    let how = uaccess::read::<u32>(&mut p.mm, a[1] + 12)? as i32;
+    let n = match how {
+        // Signal 0 is valid (nothing is sent), as on Linux.
+        SIGEV_SIGNAL if (0..=64).contains(&signo) => mqueue::Notify {
+            pid: me,
+            sig: signo as u32,
+        },
+        SIGEV_NONE => mqueue::Notify { pid: me, sig: 0 },
+        SIGEV_THREAD => return Err(Errno::ENOSYS),
+        _ => return Err(Errno::EINVAL),
+    };
+    q.set_notify(me, Some(n))?;
     Ok(0)
 }
