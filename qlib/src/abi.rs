@@ -345,7 +345,7 @@ pub struct IoVec {
 const _: () = assert!(core::mem::size_of::<IoVec>() == 16);
 
 /// Upper bound on the fds of one [`Call::Poll`].
-pub const MAX_POLL_FDS: u64 = 1024;
+pub const MAX_POLL_FDS: u64 = 65536;
 /// One page moved between guest RAM and the swap file.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -114,7 +114,9 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
 }
 
 fn read_pollfds(p: &mut Process, va: u64, n: u64) -> Result<Vec<Entry>, Errno> {
-    if n > 1024 {
+    // Linux takes up to RLIMIT_NOFILE entries; one host call takes at
+    // most MAX_POLL_FDS.
+    if n > super::nofile() as u64 || n > qlib::abi::MAX_POLL_FDS {
         return Err(Errno::EINVAL);
     }
     (0..n)
@@ -338,7 +340,8 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
     if end > qlib::layout::USER_END {
         return Err(Errno::EFAULT);
     }
-    let max = (max as usize).min(1024);
+    // Linux returns as many as are ready, up to `max`.
+    let max = (max as usize).min(qlib::abi::MAX_POLL_FDS as usize);
     let mut deadline = deadline_in(timeout_ns);
     // Guest files in the set first; the host's fill the rest.
     let (guest, queues) = super::epoll_guest::ready(ep, max);

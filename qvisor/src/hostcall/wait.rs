@@ -14,7 +14,7 @@ use crate::control::drain;
 
 const EFAULT: i64 = err(libc::EFAULT);
 /// Most events one `EpollWait` returns.
-const MAX_EVENTS: u64 = 1024;
+const MAX_EVENTS: u64 = qlib::abi::MAX_POLL_FDS;
 /// Size of the packed `struct epoll_event` on x86-64.
 const EPOLL_EVENT_SIZE: u64 = 12;
 
