@@ -258,6 +258,7 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         exit_signal,
         vfork_parent: (a.flags & CLONE_VFORK != 0).then_some(current_pid()),
         comm: [0; 16],
+        habit: qlib::stint::Habit::new(),
     };
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
@@ -397,6 +398,7 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         exit_signal: 0,
         vfork_parent: None,
         comm: [0; 16],
+        habit: qlib::stint::Habit::new(),
     };
     k.tasks.insert(tid, Box::new(t));
     k.runq.push_front(tid);

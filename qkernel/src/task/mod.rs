@@ -25,6 +25,7 @@ pub mod pgrp;
 pub mod sched;
 pub mod slice;
 pub mod spawn;
+pub mod stints;
 pub mod timers;
 pub mod wait;
 
@@ -123,6 +124,9 @@ pub struct Task {
     /// A zombie leader's name (`comm`), kept from its process, which is
     /// gone (`/proc/<pid>/stat` and `status` still show it, as Linux).
     pub comm: [u8; 16],
+    /// How its recent stints in user mode went: whether it may run on a
+    /// secondary vCPU (`stints`).
+    pub habit: qlib::stint::Habit,
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -188,6 +192,7 @@ pub fn init() {
         exit_signal: crate::signal::SIGCHLD,
         vfork_parent: None,
         comm: [0; 16],
+        habit: qlib::stint::Habit::new(),
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);

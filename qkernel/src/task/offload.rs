@@ -224,6 +224,8 @@ pub fn collect(k: &mut Kernel) {
             }
             let ns = crate::time::tsc_to_ns(arch::rdtsc().wrapping_sub(a.since));
             super::cpu::charge_user(pid, a.tgid, ns);
+            t.habit
+                .stint(ns, a.frame.vector != u64::from(KICK_VECTOR));
             t.state = State::Runnable;
             if a.frame.vector == u64::from(KICK_VECTOR) {
                 // Recalled: it waits its turn.
@@ -394,21 +396,40 @@ pub fn affinity(tid: u32) -> u64 {
     (1u64 << cpus()) - 1
 }
 
-/// An idle secondary, if the running task should go to one: another task
-/// waits for vCPU 0 and the sandbox is awake.
-fn wanted() -> Option<usize> {
+/// An idle secondary vCPU (online, no task in its slot).
+pub fn idle_secondary() -> Option<usize> {
+    if !enabled() {
+        return None;
+    }
+    (1..cpus())
+        .find(|&k| SLOTS[k].state.load(SeqCst) == IDLE && percpu::PERCPU[k].online.load(SeqCst))
+}
+
+/// An idle secondary, if the running task `me` should go to one: another
+/// task waits for vCPU 0, the sandbox is awake, and `me` has shown that
+/// it computes (`Task::habit`: a task that keeps coming back quickly
+/// would pay a round trip to vCPU 0 for every entry).
+fn wanted(me: u32) -> Option<usize> {
     if !enabled() || crate::mm::swap::asleep() {
         return None;
     }
-    let k = (1..cpus())
-        .find(|&k| SLOTS[k].state.load(SeqCst) == IDLE && percpu::PERCPU[k].online.load(SeqCst))?;
+    let k = idle_secondary()?;
     let kk = KERNEL.lock();
+    if kk.tasks.get(&me).is_none_or(|t| t.habit.stays()) {
+        return None;
+    }
     let others = kk.runq.iter().any(|pid| {
         kk.tasks
             .get(pid)
             .is_some_and(|t| t.state == State::Runnable)
     });
     others.then_some(k)
+}
+
+/// Whether the running task will go to a secondary at its return to user
+/// mode ([`away`]).
+pub fn goes_out() -> bool {
+    enabled() && !PINNED.lock().contains(&current_pid()) && wanted(current_pid()).is_some()
 }
 
 /// On vCPU 0, after the return to user mode of the running task was
@@ -433,7 +454,7 @@ pub fn away(frame: &mut TrapFrame) -> bool {
     if PINNED.lock().contains(&me) {
         return false;
     }
-    let Some(k) = wanted() else {
+    let Some(k) = wanted(me) else {
         return false;
     };
     let next = {

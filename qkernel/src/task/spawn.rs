@@ -322,6 +322,7 @@ fn insert(p: Process, id: u64, entry: &loader::Entry) -> Result<u32, Errno> {
         exit_signal: 0,
         vfork_parent: None,
         comm: [0; 16],
+        habit: qlib::stint::Habit::new(),
     };
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_back(pid);
