@@ -224,7 +224,10 @@ mod tests {
         assert_eq!(s.period(SLICE), QUICK_SLICE);
         assert_eq!(s.sample(8 | WANTED | SLICE_QUICK), Verdict::Preempt);
         // A slice set shorter for debugging stays shorter.
-        assert_eq!(s.period(Duration::from_micros(200)), Duration::from_micros(200));
+        assert_eq!(
+            s.period(Duration::from_micros(200)),
+            Duration::from_micros(200)
+        );
         s.sample(12 | WANTED);
         assert_eq!(s.period(SLICE), SLICE);
     }

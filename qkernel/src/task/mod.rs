@@ -127,6 +127,8 @@ pub struct Task {
     /// How its recent stints in user mode went: whether it may run on a
     /// secondary vCPU (`stints`).
     pub habit: qlib::stint::Habit,
+    /// The vCPU its user mode last ran on (`getcpu`; `offload`, `stints`).
+    pub last_cpu: u8,
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -193,6 +195,7 @@ pub fn init() {
         vfork_parent: None,
         comm: [0; 16],
         habit: qlib::stint::Habit::new(),
+        last_cpu: 0,
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);

@@ -33,7 +33,6 @@ static NEED_RESCHED: AtomicBool = AtomicBool::new(false);
 /// Preemptions done (the kernel's log at exit).
 pub static PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
 
-
 fn control_word(offset: u64) -> &'static AtomicU64 {
     // SAFETY: the control page is reserved guest RAM in the direct map,
     // 8-byte aligned; the VMM and the guest only touch it atomically.

@@ -43,17 +43,31 @@ pub fn returning() {
 
 /// An entry from user mode on vCPU 0; `kick`: the kick interrupt (the
 /// kernel cut the stint), else the task's own syscall or exception.
+/// Also notes that the task's user mode last ran on vCPU 0 (`getcpu`).
 pub fn entered(kick: bool) {
     if offload::cpus() < 2 {
         return;
     }
     let pid = current_pid();
-    if PID.load(Relaxed) != pid {
-        return;
-    }
+    let timed = PID.load(Relaxed) == pid;
     let ns = crate::time::tsc_to_ns(arch::rdtsc().wrapping_sub(SINCE.load(Relaxed)));
     if let Some(t) = KERNEL.lock().tasks.get_mut(&pid) {
-        t.habit.stint(ns, !kick);
+        t.last_cpu = 0;
+        if timed {
+            t.habit.stint(ns, !kick);
+        }
     }
-    GOES_ON.store(kick && ns < LONG_NS, Relaxed);
+    GOES_ON.store(timed && kick && ns < LONG_NS, Relaxed);
+}
+
+/// The vCPU the running task's user mode last ran on (0 with one vCPU).
+pub fn last_cpu() -> u32 {
+    if offload::cpus() < 2 {
+        return 0;
+    }
+    KERNEL
+        .lock()
+        .tasks
+        .get(&current_pid())
+        .map_or(0, |t| u32::from(t.last_cpu))
 }
