@@ -171,6 +171,30 @@ const PROGRAMS: &[Program] = &[
             target_us: None,
         }],
     },
+    // Syscall-heavy tasks on 2 vCPUs stay on vCPU 0 (docs/smp.md, "Who
+    // goes to a secondary"): these should match their 1-vCPU rows.
+    Program {
+        name: "bench_syscall",
+        args: &["200000"],
+        qrun_opts: &["--cpus", "2"],
+        fields: &[Field {
+            key: "syscall_ns",
+            sandboxed: "null_syscall_2vcpus_us",
+            native: "null_syscall_native_again_us",
+            target_us: None,
+        }],
+    },
+    Program {
+        name: "bench_procs",
+        args: &["200", HELLO],
+        qrun_opts: &["--cpus", "2"],
+        fields: &[Field {
+            key: "pingpong_ns",
+            sandboxed: "pipe_pingpong_2vcpus_us",
+            native: "pipe_pingpong_native_again_us",
+            target_us: None,
+        }],
+    },
     Program {
         name: "bench_threads",
         args: &["1000"],

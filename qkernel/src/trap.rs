@@ -54,6 +54,7 @@ extern "C" fn syscall_handler(frame: &mut TrapFrame) {
         crate::task::offload::secondary_entry(frame, 0);
         return;
     }
+    crate::task::stints::entered(false);
     syscall_body(frame);
     after_return(frame);
 }
@@ -71,6 +72,7 @@ pub fn after_return(frame: &mut TrapFrame) {
             exception_body(frame, cr2);
         }
     }
+    crate::task::stints::returning();
 }
 
 fn syscall_body(frame: &mut TrapFrame) {
@@ -203,6 +205,7 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
             frame.vector, frame.rip, frame.error, cr2, frame.rsp
         );
     }
+    crate::task::stints::entered(frame.vector == u64::from(KICK_VECTOR));
     exception_body(frame, None);
     after_return(frame);
 }

@@ -72,11 +72,15 @@ pub struct ControlPage {
     /// Pending signals for the program: bit `n - 1` = signal `n`, set with
     /// an atomic OR before [`control::SIGNAL`].
     pub signals: u64,
-    /// Written by the guest on its way to user mode: bit 0 = other tasks
-    /// want the vCPU (runnable, parked on host fds or on a deadline), bits
-    /// 63:1 = a counter the guest bumps at every task switch and idle wait.
-    /// The VMM's slice watcher (`qvisor::slice`) posts [`control::PREEMPT`]
-    /// when it sees bit 0 set and the same counter one slice apart.
+    /// Written by the guest on its way to user mode: bit 0
+    /// ([`SLICE_WANTED`]) = other tasks want the vCPU (runnable, parked on
+    /// host fds or on a deadline), bit 1 ([`SLICE_QUICK`]) = a task waits
+    /// in the run queue while a secondary vCPU is idle, bits 63:2 = a
+    /// counter the guest bumps at every task switch and idle wait. The
+    /// VMM's slice watcher (`qvisor::slice`) posts [`control::PREEMPT`]
+    /// when it sees bit 0 set and the same counter one slice apart (one
+    /// short slice apart with bit 1: docs/smp.md, "Who goes to a
+    /// secondary").
     pub slice: u64,
     /// Written by the VMM: 1 while its slice watcher samples [`Self::slice`],
     /// 0 when it sleeps; the guest that sets bit 0 of `slice` and reads 0
@@ -90,6 +94,14 @@ const _: () = assert!(core::mem::offset_of!(ControlPage, signals) == 8);
 /// Offset of [`ControlPage::slice`] in the control page.
 pub const CONTROL_SLICE_OFFSET: u64 = 16;
 const _: () = assert!(core::mem::offset_of!(ControlPage, slice) == 16);
+/// [`ControlPage::slice`] bit: other tasks want vCPU 0.
+pub const SLICE_WANTED: u64 = 1;
+/// [`ControlPage::slice`] bit: a runnable task waits while a secondary
+/// vCPU is idle (the watcher samples with a short slice, so that a task
+/// that computes on vCPU 0 shows it soon and moves to the secondary).
+pub const SLICE_QUICK: u64 = 2;
+/// Bits of [`ControlPage::slice`] below its switch counter.
+pub const SLICE_COUNTER_SHIFT: u32 = 2;
 /// Offset of [`ControlPage::slice_watch`] in the control page.
 pub const CONTROL_SLICE_WATCH_OFFSET: u64 = 24;
 const _: () = assert!(core::mem::offset_of!(ControlPage, slice_watch) == 24);

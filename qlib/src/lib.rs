@@ -18,6 +18,7 @@ pub mod netinfo;
 pub mod pte;
 pub mod seccomp;
 pub mod shebang;
+pub mod stint;
 pub mod swapfile;
 pub mod syscall_names;
 pub mod test_rng;

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use qlib::abi::{CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, control};
+use qlib::abi::{
+    CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, SLICE_QUICK, SLICE_WANTED, control,
+};
 use qlib::layout::CONTROL_GPA;
 
 use crate::control::ControlChannel;
@@ -30,11 +32,16 @@ use crate::hibernate::Hibernation;
 /// The time slice, and the watcher's sampling period.
 pub const SLICE: Duration = Duration::from_millis(10);
 
+/// The short slice while the guest's slice word has [`SLICE_QUICK`]: a
+/// task waits while a secondary vCPU is idle, and the running task, if
+/// it computes, should show it soon (docs/smp.md, "Who goes to a
+/// secondary").
+pub const QUICK_SLICE: Duration = Duration::from_millis(1);
+
 /// Samples without competing tasks before the watcher sleeps (1 s).
 const QUIET_TICKS: u32 = 100;
 
-/// Bit 0 of the guest's slice word: other tasks want the vCPU.
-const WANTED: u64 = 1;
+const WANTED: u64 = SLICE_WANTED;
 
 /// The watcher's wake-up, shared with the host-call side.
 #[derive(Default)]
@@ -99,6 +106,16 @@ impl Sampler {
     fn quiet(&self) -> bool {
         self.quiet >= QUIET_TICKS
     }
+
+    /// How long until the next sample: `slice`, or the short slice
+    /// when the last word asked for it.
+    fn period(&self, slice: Duration) -> Duration {
+        if self.last.is_some_and(|w| w & SLICE_QUICK != 0) {
+            slice.min(QUICK_SLICE)
+        } else {
+            slice
+        }
+    }
 }
 
 /// The guest's slice word (0 if the page cannot be read).
@@ -131,7 +148,7 @@ pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
         }
         w = slicer
             .cv
-            .wait_timeout(w, slice)
+            .wait_timeout(w, sampler.period(slice))
             .unwrap_or_else(|e| e.into_inner())
             .0;
         if channel.stopping() {
@@ -195,5 +212,23 @@ mod tests {
             s.sample(8);
         }
         assert!(s.quiet());
+    }
+
+    #[test]
+    fn samples_faster_while_a_secondary_is_idle() {
+        let mut s = Sampler::default();
+        assert_eq!(s.period(SLICE), SLICE);
+        s.sample(8 | WANTED);
+        assert_eq!(s.period(SLICE), SLICE);
+        assert_eq!(s.sample(8 | WANTED | SLICE_QUICK), Verdict::Wait);
+        assert_eq!(s.period(SLICE), QUICK_SLICE);
+        assert_eq!(s.sample(8 | WANTED | SLICE_QUICK), Verdict::Preempt);
+        // A slice set shorter for debugging stays shorter.
+        assert_eq!(
+            s.period(Duration::from_micros(200)),
+            Duration::from_micros(200)
+        );
+        s.sample(12 | WANTED);
+        assert_eq!(s.period(SLICE), SLICE);
     }
 }

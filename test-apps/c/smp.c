@@ -20,6 +20,11 @@
  *   hib MIB       4 threads compute over their own MIB MiB each (rewrite
  *                 with a new seed, verify, repeat) until a line arrives on
  *                 stdin; "ready" first; then each thread's bad words
+ *   getcpu [1]    2 threads each compute in 60 bursts of about 2 ms and
+ *                 ask sched_getcpu() and the getcpu syscall after each:
+ *                 every answer must be below the online CPU count
+ *                 (stdout); with 1, the CPUs seen go to stderr
+ *                 ("getcpu seen: 0 1")
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -325,10 +330,60 @@ static int hib(long mib)
 	return 0;
 }
 
+/* ---- getcpu ---- */
+
+#define GETCPU_BURSTS 60
+
+static atomic_int getcpu_bad;
+static atomic_uint getcpu_seen;
+
+static void *getcpu_thread(void *arg)
+{
+	volatile uint64_t x = (uintptr_t)arg;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	for (int b = 0; b < GETCPU_BURSTS; b++) {
+		for (long i = 0; i < 2000000; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+		int c = sched_getcpu();
+		unsigned cpu = 0, node = 0;
+		long rc = syscall(SYS_getcpu, &cpu, &node, NULL);
+		if (c < 0 || c >= online || rc != 0 || (long)cpu >= online || node != 0)
+			atomic_fetch_add(&getcpu_bad, 1);
+		if (c >= 0 && c < 32)
+			atomic_fetch_or(&getcpu_seen, 1u << c);
+		if (rc == 0 && cpu < 32)
+			atomic_fetch_or(&getcpu_seen, 1u << cpu);
+	}
+	return NULL;
+}
+
+static int getcpu_case(int show)
+{
+	pthread_t t[2];
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, getcpu_thread, (void *)(i + 1));
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	int bad = atomic_load(&getcpu_bad);
+	if (bad)
+		printf("getcpu: WRONG: %d answers not below the online CPU count\n", bad);
+	else
+		printf("getcpu: every answer below the online CPU count\n");
+	if (show) {
+		fprintf(stderr, "getcpu seen:");
+		unsigned seen = atomic_load(&getcpu_seen);
+		for (int c = 0; c < 32; c++)
+			if (seen & (1u << c))
+				fprintf(stderr, " %d", c);
+		fprintf(stderr, "\n");
+	}
+	return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: smp mmrace MS | affinity | burn N | forkthreads | hib MIB\n");
+		fprintf(stderr, "usage: smp mmrace MS | affinity | burn N | forkthreads | hib MIB | getcpu [1]\n");
 		return 2;
 	}
 	const char *c = argv[1];
@@ -343,6 +398,8 @@ int main(int argc, char **argv)
 		return forkthreads();
 	if (!strcmp(c, "hib"))
 		return hib(arg > 0 ? arg : 4);
+	if (!strcmp(c, "getcpu"))
+		return getcpu_case(arg > 0);
 	fprintf(stderr, "smp: unknown case %s\n", c);
 	return 2;
 }

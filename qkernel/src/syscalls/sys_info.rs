@@ -105,10 +105,12 @@ pub fn times(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok((time::uptime_ns() / tick) as usize)
 }
 
-/// `getcpu(cpu, node, cache)`: the vCPU the caller runs on, node 0.
+/// `getcpu(cpu, node, cache)`: the vCPU the caller runs on, node 0. The
+/// kernel runs on vCPU 0 only, so this is the vCPU the caller's user
+/// mode last ran on: a secondary's for a task that entered from one
+/// (`task::offload`; docs/smp.md).
 pub fn getcpu(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    // The vCPU this syscall runs on (node 0).
-    let cpu = crate::arch::percpu::this().id() as u32;
+    let cpu = crate::task::stints::last_cpu();
     for (addr, v) in [(a[0], cpu), (a[1], 0u32)] {
         if addr != 0 {
             uaccess::write(&mut p.mm, addr, &v)?;

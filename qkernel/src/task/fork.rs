@@ -275,6 +275,8 @@ pub fn fork(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         vfork_parent: (a.flags & CLONE_VFORK != 0).then_some(current_pid()),
         comm: [0; 16],
         job: super::jobctl::Job::default(),
+        habit: qlib::stint::Habit::new(),
+        last_cpu: 0,
     };
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_front(pid);
@@ -415,6 +417,8 @@ fn new_thread(p: &mut Process, a: &ForkArgs) -> Result<u32, Errno> {
         vfork_parent: None,
         comm: [0; 16],
         job: super::jobctl::Job::default(),
+        habit: qlib::stint::Habit::new(),
+        last_cpu: 0,
     };
     k.tasks.insert(tid, Box::new(t));
     k.runq.push_front(tid);

@@ -27,6 +27,7 @@ pub mod pgrp;
 pub mod sched;
 pub mod slice;
 pub mod spawn;
+pub mod stints;
 pub mod timers;
 pub mod wait;
 
@@ -130,6 +131,11 @@ pub struct Task {
     pub comm: [u8; 16],
     /// Job control of the thread group (a leader's; `jobctl`).
     pub job: jobctl::Job,
+    /// How its recent stints in user mode went: whether it may run on a
+    /// secondary vCPU (`stints`).
+    pub habit: qlib::stint::Habit,
+    /// The vCPU its user mode last ran on (`getcpu`; `offload`, `stints`).
+    pub last_cpu: u8,
 }
 
 /// Every task, the run queue and the pid allocator.
@@ -196,6 +202,8 @@ pub fn init() {
         vfork_parent: None,
         comm: [0; 16],
         job: jobctl::Job::default(),
+        habit: qlib::stint::Habit::new(),
+        last_cpu: 0,
     };
     k.tasks.insert(1, Box::new(t));
     set_current(1, 1);

@@ -75,6 +75,9 @@ struct Away {
     cr2: u64,
     /// TSC when the secondary started it (its user time).
     since: u64,
+    /// TSC at the entry that ended the stint (0: not ended by an entry,
+    /// a task recalled before it started).
+    ended: u64,
     tgid: u32,
 }
 
@@ -130,6 +133,7 @@ impl Slot {
                 fpu: None,
                 cr2: 0,
                 since: 0,
+                ended: 0,
                 tgid: 0,
             }),
         }
@@ -192,7 +196,7 @@ pub fn collect(k: &mut Kernel) {
     if !enabled() || crate::mm::swap::asleep() {
         return;
     }
-    for s in SLOTS.iter().take(cpus()).skip(1) {
+    for (cpu, s) in SLOTS.iter().enumerate().take(cpus()).skip(1) {
         if s.state.load(SeqCst) != RETURNED {
             continue;
         }
@@ -217,8 +221,14 @@ pub fn collect(k: &mut Kernel) {
                 f.retain(|&(p, _)| p != pid);
                 f.push((pid, a.cr2));
             }
-            let ns = crate::time::tsc_to_ns(arch::rdtsc().wrapping_sub(a.since));
+            // The stint ended at its entry on the secondary, not when vCPU
+            // 0 got round to collecting it.
+            let end = if a.ended != 0 { a.ended } else { arch::rdtsc() };
+            let ns = crate::time::tsc_to_ns(end.wrapping_sub(a.since));
             super::cpu::charge_user(pid, a.tgid, ns);
+            t.habit.stint(ns, a.frame.vector != u64::from(KICK_VECTOR));
+            // `getcpu` names the vCPU it last ran on in user mode.
+            t.last_cpu = cpu as u8;
             t.state = State::Runnable;
             if a.frame.vector == u64::from(KICK_VECTOR) {
                 // Recalled: it waits its turn.
@@ -256,6 +266,7 @@ fn recall_slot(k: usize) {
             // It never ran: it comes back as if kicked.
             a.frame.vector = u64::from(KICK_VECTOR);
             a.since = arch::rdtsc();
+            a.ended = 0;
             return;
         }
     }
@@ -389,21 +400,40 @@ pub fn affinity(tid: u32) -> u64 {
     (1u64 << cpus()) - 1
 }
 
-/// An idle secondary, if the running task should go to one: another task
-/// waits for vCPU 0 and the sandbox is awake.
-fn wanted() -> Option<usize> {
+/// An idle secondary vCPU (online, no task in its slot).
+pub fn idle_secondary() -> Option<usize> {
+    if !enabled() {
+        return None;
+    }
+    (1..cpus())
+        .find(|&k| SLOTS[k].state.load(SeqCst) == IDLE && percpu::PERCPU[k].online.load(SeqCst))
+}
+
+/// An idle secondary, if the running task `me` should go to one: another
+/// task waits for vCPU 0, the sandbox is awake, and `me` has shown that
+/// it computes (`Task::habit`: a task that keeps coming back quickly
+/// would pay a round trip to vCPU 0 for every entry).
+fn wanted(me: u32) -> Option<usize> {
     if !enabled() || crate::mm::swap::asleep() {
         return None;
     }
-    let k = (1..cpus())
-        .find(|&k| SLOTS[k].state.load(SeqCst) == IDLE && percpu::PERCPU[k].online.load(SeqCst))?;
+    let k = idle_secondary()?;
     let kk = KERNEL.lock();
+    if kk.tasks.get(&me).is_none_or(|t| t.habit.stays()) {
+        return None;
+    }
     let others = kk.runq.iter().any(|pid| {
         kk.tasks
             .get(pid)
             .is_some_and(|t| t.state == State::Runnable)
     });
     others.then_some(k)
+}
+
+/// Whether the running task will go to a secondary at its return to user
+/// mode ([`away`]).
+pub fn goes_out() -> bool {
+    enabled() && !PINNED.lock().contains(&current_pid()) && wanted(current_pid()).is_some()
 }
 
 /// On vCPU 0, after the return to user mode of the running task was
@@ -428,7 +458,7 @@ pub fn away(frame: &mut TrapFrame) -> bool {
     if PINNED.lock().contains(&me) {
         return false;
     }
-    let Some(k) = wanted() else {
+    let Some(k) = wanted(me) else {
         return false;
     };
     let next = {
@@ -452,6 +482,7 @@ pub fn away(frame: &mut TrapFrame) -> bool {
         a.gs = arch::gs_base();
         a.tgid = current_tgid();
         a.since = arch::rdtsc();
+        a.ended = 0;
         a.fpu.get_or_insert_with(FpuState::clean).save();
         s.pid.store(me, SeqCst);
         s.tgid.store(a.tgid, SeqCst);
@@ -497,6 +528,7 @@ pub fn secondary_entry(frame: &mut TrapFrame, cr2: u64) {
             a.gs = arch::gs_base();
             a.frame = *frame;
             a.cr2 = cr2;
+            a.ended = arch::rdtsc();
             load_cr3(BOOT_CR3[k].load(SeqCst));
             s.recall.load(SeqCst)
         };
@@ -523,6 +555,8 @@ fn next_task(frame: &mut TrapFrame) {
             let mut a = s.away.lock();
             if s.recall.load(SeqCst) {
                 a.frame.vector = u64::from(KICK_VECTOR);
+                a.since = arch::rdtsc();
+                a.ended = 0;
                 drop(a);
                 s.state.store(RETURNED, SeqCst);
                 continue;

@@ -16,7 +16,10 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
-use qlib::abi::{CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, Call};
+use qlib::abi::{
+    CONTROL_SLICE_OFFSET, CONTROL_SLICE_WATCH_OFFSET, Call, SLICE_COUNTER_SHIFT, SLICE_QUICK,
+    SLICE_WANTED,
+};
 use qlib::layout::CONTROL_GPA;
 
 use super::{KERNEL, State, futex, park, sched, timers};
@@ -29,9 +32,6 @@ static SWITCHES: AtomicU64 = AtomicU64::new(0);
 static NEED_RESCHED: AtomicBool = AtomicBool::new(false);
 /// Preemptions done (the kernel's log at exit).
 pub static PREEMPTIONS: AtomicU64 = AtomicU64::new(0);
-
-/// Bit 0 of the slice word: other tasks want the vCPU.
-const WANTED: u64 = 1;
 
 fn control_word(offset: u64) -> &'static AtomicU64 {
     // SAFETY: the control page is reserved guest RAM in the direct map,
@@ -49,38 +49,45 @@ pub fn request() {
     NEED_RESCHED.store(true, Ordering::Relaxed);
 }
 
-/// Whether tasks other than the running one want the vCPU.
-fn others_wait() -> bool {
+/// Whether tasks other than the running one want the vCPU, and whether
+/// one of them is runnable (waits in the run queue).
+fn others_wait() -> (bool, bool) {
     {
         let k = KERNEL.lock();
         if k.tasks.len() < 2 {
-            return false;
+            return (false, false);
         }
         let runnable = k
             .runq
             .iter()
             .any(|pid| k.tasks.get(pid).is_some_and(|t| t.state == State::Runnable));
         if runnable {
-            return true;
+            return (true, true);
         }
     }
-    park::any()
+    let wanted = park::any()
         || super::offload::returned_pending()
         || futex::next_deadline() != timers::NEVER
-        || timers::next_deadline() != timers::NEVER
+        || timers::next_deadline() != timers::NEVER;
+    (wanted, false)
 }
 
-/// The slice word for `wanted`.
-fn word(wanted: bool) -> u64 {
-    (SWITCHES.load(Ordering::Relaxed) << 1) | if wanted { WANTED } else { 0 }
+/// The slice word: `wanted` (others want the vCPU), `quick` (a runnable
+/// task waits while a secondary is idle: short slices, so that a task
+/// computing here is seen soon and can move there, `offload`).
+fn word(wanted: bool, quick: bool) -> u64 {
+    (SWITCHES.load(Ordering::Relaxed) << SLICE_COUNTER_SHIFT)
+        | if wanted { SLICE_WANTED } else { 0 }
+        | if wanted && quick { SLICE_QUICK } else { 0 }
 }
 
 /// Publishes the slice word; wakes the VMM's watcher if others wait and
 /// it sleeps.
 pub fn publish() {
-    let wanted = others_wait();
+    let (wanted, runnable) = others_wait();
+    let quick = runnable && super::offload::idle_secondary().is_some();
     let slice = control_word(CONTROL_SLICE_OFFSET);
-    let w = word(wanted);
+    let w = word(wanted, quick);
     if slice.load(Ordering::Relaxed) != w {
         slice.store(w, Ordering::SeqCst);
     }
@@ -96,7 +103,7 @@ pub fn publish() {
 /// The vCPU goes idle (nothing runnable): no slice runs.
 pub fn idle() {
     new_slice();
-    control_word(CONTROL_SLICE_OFFSET).store(word(false), Ordering::SeqCst);
+    control_word(CONTROL_SLICE_OFFSET).store(word(false, false), Ordering::SeqCst);
 }
 
 /// On every way back to user mode, with no lock held: switches if the
@@ -107,7 +114,11 @@ pub fn at_user_return() {
         PREEMPTIONS.fetch_add(1, Ordering::Relaxed);
         park::poll_now();
         super::offload::rotate();
-        sched::yield_now();
+        // A task that has just shown it computes goes to an idle
+        // secondary (`trap::after_return`) instead of waiting its turn.
+        if !super::offload::goes_out() {
+            sched::yield_now();
+        }
     }
     publish();
 }

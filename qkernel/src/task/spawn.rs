@@ -323,6 +323,8 @@ fn insert(p: Process, id: u64, entry: &loader::Entry) -> Result<u32, Errno> {
         vfork_parent: None,
         comm: [0; 16],
         job: super::jobctl::Job::default(),
+        habit: qlib::stint::Habit::new(),
+        last_cpu: 0,
     };
     k.tasks.insert(pid, Box::new(t));
     k.runq.push_back(pid);
