@@ -340,12 +340,22 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
             }
         }
         Some(Call::Msg) => {
-            a[0] = if !g.pairs.is_empty() && r.chance(2) {
+            let pair = !g.pairs.is_empty() && r.chance(2);
+            a[0] = if pair {
                 g.pairs[r.below(g.pairs.len() as u64) as usize]
             } else {
                 g.sock(r)
             };
             (a[1], a[2]) = iovecs(ram, r, CRAFT);
+            if pair && r.chance(2) {
+                // One sane buffer: a send on a pair gets through.
+                let v = IoVec {
+                    gpa: r.below(RAM / 2),
+                    len: 1 + r.below(4096),
+                };
+                ram.write(CRAFT, v).expect("craft area in RAM");
+                (a[1], a[2]) = (CRAFT, 1);
+            }
             a[3] = if r.chance(2) {
                 0
             } else {
