@@ -103,6 +103,13 @@ fn shell_statuses() {
 /// intact afterwards.
 #[test]
 fn hibernate_with_a_child() {
+    three_cycles_then_go("forkhib", &["16"], 20 << 20);
+}
+
+/// Starts `prog args` under control (it prints "ready"), hibernates and
+/// wakes it three times (the first moving at least `min_bytes`), sends
+/// "go" and expects both processes to report their memory intact.
+fn three_cycles_then_go(prog: &str, args: &[&str], min_bytes: u64) {
     use std::io::Write;
     use std::process::Stdio;
 
@@ -110,17 +117,17 @@ fn hibernate_with_a_child() {
         return;
     }
     let (mut c, line) = common::controlled::Controlled::start(
-        "forkhib",
-        &test_apps::path("forkhib"),
-        &["16"],
+        &format!("{prog}-{}", args.join("-")),
+        &test_apps::path(prog),
+        args,
         Stdio::piped(),
     );
     assert_eq!(line, "ready\n");
     for i in 0..3 {
         let st = c.hibernate();
         assert!(
-            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 20 << 20,
-            "cycle {i}: both processes' pages should leave: {st}"
+            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= min_bytes,
+            "cycle {i}: the processes' pages should leave: {st}"
         );
         c.ctl("wake");
     }
@@ -143,36 +150,7 @@ fn hibernate_with_a_child() {
 /// checks every byte and rewrites a quarter, and the parent sees that.
 #[test]
 fn hibernate_two_processes_sharing_memory() {
-    use std::io::Write;
-    use std::process::Stdio;
-
-    if !require_kvm() {
-        return;
-    }
-    let (mut c, line) = common::controlled::Controlled::start(
-        "cloneshare-hib",
-        &test_apps::path("cloneshare"),
-        &["hib"],
-        Stdio::piped(),
-    );
-    assert_eq!(line, "ready\n");
-    for i in 0..3 {
-        let st = c.hibernate();
-        assert!(
-            i > 0 || st["swapped_out_bytes"].as_u64().expect("bytes") >= 16 << 20,
-            "cycle {i}: the shared 16 MiB should leave: {st}"
-        );
-        c.ctl("wake");
-    }
-    let mut stdin = c.child.stdin.take().expect("stdin");
-    stdin.write_all(b"go\n").expect("write");
-    drop(stdin);
-    let (rest, code) = c.finish();
-    assert_eq!(
-        rest,
-        "child: 0 bad bytes\nparent: 0 bad bytes, child status 0\n"
-    );
-    assert_eq!(code, 0);
+    three_cycles_then_go("cloneshare", &["hib"], 16 << 20);
 }
 
 /// Issue 13: data intact after 100 hibernation cycles with four
