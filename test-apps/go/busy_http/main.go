@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -33,8 +34,14 @@ func main() {
 		}
 		fmt.Fprintf(w, "hello, spinners running: %v\n", spins[0].Load() > 0 && spins[1].Load() > 0)
 	})
+	// Listen first, then say so: the test connects once it reads the line.
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	fmt.Printf("listening on %s\n", os.Args[1])
-	if err := http.ListenAndServe("127.0.0.1:"+os.Args[1], nil); err != nil {
+	if err := http.Serve(ln, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
