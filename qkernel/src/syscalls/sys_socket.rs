@@ -421,10 +421,8 @@ pub fn getsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let (_, fd) = sock(p, a[0])?;
     let room: u32 = uaccess::read(&mut p.mm, a[4])?;
-    if (a[1], a[2]) == (SOL_SOCKET, SO_PEERCRED)
-        && let Some(c) = ucred::peer_cred(fd)?
-    {
-        let b = c.bytes();
+    if (a[1], a[2]) == (SOL_SOCKET, SO_PEERCRED) {
+        let b = ucred::peer_cred(fd)?.bytes();
         let n = (room as usize).min(b.len());
         uaccess::copy_out(&mut p.mm, a[3], &b[..n])?;
         uaccess::write(&mut p.mm, a[4], &(n as u32))?;

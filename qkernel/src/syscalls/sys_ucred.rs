@@ -161,11 +161,10 @@ pub fn listening(p: &Process, hfd: i32) {
     }
 }
 
-/// `SO_PASSCRED` set on `hfd`.
+/// `SO_PASSCRED` set on `hfd` (a socket the table did not hold yet, one
+/// received from outside say, joins it).
 pub fn set_passcred(hfd: i32, on: bool) {
-    if let Some(s) = SOCKS.lock().get_mut(&hfd) {
-        s.passcred = on;
-    }
+    SOCKS.lock().entry(hfd).or_default().passcred = on;
 }
 
 /// Data went out on `hfd` from `cred` (to `to`, for an unconnected
@@ -287,16 +286,16 @@ fn by_inode(ino: u32) -> Result<Option<i32>, Errno> {
     Ok(None)
 }
 
-/// `SO_PEERCRED` of `hfd`, or `None` when the table does not know it (the
-/// host answers then).
-pub fn peer_cred(hfd: i32) -> Result<Option<Ucred>, Errno> {
-    match SOCKS.lock().get(&hfd) {
-        None => return Ok(None),
+/// `SO_PEERCRED` of socket `hfd`. A socket the table does not hold yet
+/// (received from outside, or not `AF_UNIX`) joins it, so the host's
+/// answer, which names host pids, never reaches the program.
+pub fn peer_cred(hfd: i32) -> Result<Ucred, Errno> {
+    match SOCKS.lock().entry(hfd).or_default() {
         // A listener reports its own (Linux sets them at listen).
-        Some(s) if s.listening => return Ok(Some(s.peer_cred.unwrap_or(NOBODY))),
-        Some(_) => {}
+        s if s.listening => return Ok(s.peer_cred.unwrap_or(NOBODY)),
+        _ => {}
     }
-    Ok(Some(match peer(hfd)? {
+    Ok(match peer(hfd)? {
         Peer::None => NOBODY,
         Peer::Guest(fd) | Peer::Pending(Some(fd)) => SOCKS
             .lock()
@@ -305,7 +304,7 @@ pub fn peer_cred(hfd: i32) -> Result<Option<Ucred>, Errno> {
             .unwrap_or(NOBODY),
         Peer::Pending(None) => NOBODY,
         Peer::Outside(uid, gid) => Ucred { pid: 0, uid, gid },
-    }))
+    })
 }
 
 /// The credentials a receive on `hfd` with `SO_PASSCRED` attaches.
