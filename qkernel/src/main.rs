@@ -103,6 +103,7 @@ mod kernel {
     pub extern "C" fn kmain(native: u64) -> ! {
         // GS base = this vCPU's PerCpu before anything uses it (host calls).
         arch::percpu::install(0);
+        arch::reset_gs_base();
         let platform = match platform::detect(native) {
             Ok(p) => p,
             Err(msg) => hostcall::boot_error(msg),
@@ -256,6 +257,7 @@ mod kernel {
             hostcall::boot_error("secondary vCPU started with a bad id");
         }
         arch::percpu::install(k);
+        arch::reset_gs_base();
         let cpu = arch::percpu::this();
         cpu.online
             .store(true, core::sync::atomic::Ordering::Release);

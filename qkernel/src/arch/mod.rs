@@ -83,15 +83,26 @@ pub fn set_gs_base(base: u64) {
     unsafe { wrmsr(MSR_KERNEL_GS_BASE, base) };
 }
 
-/// The program's GS base (see [`set_gs_base`]): the MSR, which a program
-/// may have changed itself (`wrgsbase` in user mode).
+/// The program's GS base (see [`set_gs_base`]): the value the kernel last
+/// gave it, never the MSR (a `rdmsr` traps, ~20 µs here, and a task
+/// switch needs the value). A program could change it itself only with
+/// `wrgsbase`, which Linux's ABI allows only when `AT_HWCAP2` has
+/// `HWCAP2_FSGSBASE`; the loader never sets that bit (docs/threads.md,
+/// "The GS base").
 pub fn gs_base() -> u64 {
-    // SAFETY: KERNEL_GS_BASE exists on x86-64.
-    let v = unsafe { rdmsr(MSR_KERNEL_GS_BASE) };
     percpu::this()
         .user_gs
-        .store(v, core::sync::atomic::Ordering::Relaxed);
-    v
+        .load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Makes the MSR agree with [`gs_base`]'s cache (0) on a vCPU that has
+/// just come up, whatever the hypervisor left in it.
+pub fn reset_gs_base() {
+    percpu::this()
+        .user_gs
+        .store(0, core::sync::atomic::Ordering::Relaxed);
+    // SAFETY: KERNEL_GS_BASE exists on x86-64; the kernel never reads it.
+    unsafe { wrmsr(MSR_KERNEL_GS_BASE, 0) };
 }
 
 /// Writes an MSR.
