@@ -330,52 +330,59 @@ impl GuestRam {
         Ok(())
     }
 
-    /// Drops the host memory behind a checked, page-aligned range; it reads
-    /// back as zeros.
     /// Drops every resident page of `[from, size)` whose bytes are all
     /// zero (they read back as zero: nothing changes for the guest);
     /// returns how many. Only for memory no other thread writes meanwhile:
     /// a write between the check and the drop would be lost.
     pub fn discard_zero_pages(&self, from: u64) -> u64 {
+        let mut dropped = 0;
+        for gpa in self.resident_pages(from) {
+            // SAFETY: a resident page of our guest-RAM mapping, read only;
+            // the caller keeps writers away.
+            let bytes =
+                unsafe { std::slice::from_raw_parts((self.host_base() + gpa) as *const u64, 512) };
+            if bytes.iter().all(|&w| w == 0) && self.discard(gpa, 4096).is_ok() {
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+
+    /// The guest-physical addresses of the resident pages of guest RAM
+    /// from `from` (page aligned) to its end, in order (`mincore`).
+    pub fn resident_pages(&self, from: u64) -> Vec<u64> {
         const CHUNK: u64 = 16 << 20;
         let mut resident = vec![0u8; (CHUNK / 4096) as usize];
-        let mut dropped = 0;
+        let mut out = Vec::new();
         let mut at = from.next_multiple_of(4096);
         while at < self.size {
             let len = CHUNK.min(self.size - at);
-            let base = self.host_base() + at;
-            // SAFETY: `[base, base + len)` lies inside our guest-RAM
+            // SAFETY: `[host_base + at, + len)` lies inside our guest-RAM
             // mapping (page aligned); mincore writes one byte per page into
             // `resident`, which has room for CHUNK / 4096 pages.
             let rc = unsafe {
                 libc::mincore(
-                    base as *mut libc::c_void,
+                    (self.host_base() + at) as *mut libc::c_void,
                     len as usize,
                     resident.as_mut_ptr(),
                 )
             };
             if rc == 0 {
-                for (n, _) in resident[..(len / 4096) as usize]
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| **r & 1 != 0)
-                {
-                    let page = base + n as u64 * 4096;
-                    // SAFETY: a resident page of our guest-RAM mapping,
-                    // read only; the caller keeps writers away.
-                    let bytes = unsafe { std::slice::from_raw_parts(page as *const u64, 512) };
-                    if bytes.iter().all(|&w| w == 0)
-                        && self.discard(at + n as u64 * 4096, 4096).is_ok()
-                    {
-                        dropped += 1;
-                    }
-                }
+                out.extend(
+                    resident[..(len / 4096) as usize]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| **r & 1 != 0)
+                        .map(|(n, _)| at + n as u64 * 4096),
+                );
             }
             at += len;
         }
-        dropped
+        out
     }
 
+    /// Drops the host memory behind a checked, page-aligned range; it reads
+    /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
         self.check(gpa, len)?;
         if !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {

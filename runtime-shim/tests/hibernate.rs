@@ -322,36 +322,42 @@ fn a_corrupted_or_truncated_reap_file_stops_the_sandbox_loudly() {
     if !common::require_kvm() {
         return;
     }
-    for truncate in [false, true] {
-        let mut s = Sandbox::start(
-            if truncate {
-                "trunc-reap"
-            } else {
-                "corrupt-reap"
-            },
-            None,
-        );
+    // The parked kernel pages are a file of the same format, checked the
+    // same way (`a_hibernated_sandbox_parks_its_kernel_pages`).
+    for (tag, file, truncate) in [
+        ("corrupt-reap", "reap.qreap", false),
+        ("trunc-reap", "reap.qreap", true),
+        ("corrupt-kernel", "kernel.qreap", false),
+    ] {
+        let mut s = Sandbox::start(tag, None);
         s.ctl("hibernate").expect("hibernate");
         s.verify();
         let st = s.ctl("hibernate").expect("hibernate");
         assert!(st["reap_bytes"].as_u64() > Some(60 << 20), "{st}");
-        let reap = s.state_dir.join("reap.qreap");
+        // The kernel pages go once the guest waits, just after the commit
+        // that answered the request.
+        std::thread::sleep(Duration::from_millis(300));
+        let path = s.state_dir.join(file);
         if truncate {
             let f = std::fs::OpenOptions::new()
                 .write(true)
-                .open(&reap)
+                .open(&path)
                 .expect("open");
             f.set_len(4096 * 100).expect("truncate");
         } else {
-            corrupt(&reap, 4096 * 5000 + 7);
+            // A page of the data (the kernel file holds ~100).
+            corrupt(
+                &path,
+                4096 * if file == "reap.qreap" { 5000 } else { 20 } + 7,
+            );
         }
         let e = s.ctl("wake").expect_err("a bad REAP file cannot wake");
-        assert!(e.contains("qreap"), "{e}");
+        assert!(e.contains("qreap"), "{tag}: {e}");
         let answer = s.cmd("verify");
-        assert!(answer.is_empty(), "the guest must not run: {answer}");
+        assert!(answer.is_empty(), "{tag}: the guest must not run: {answer}");
         let (status, stderr) = s.finish();
         assert_ne!(status, 0);
-        assert!(stderr.contains("hibernation"), "{stderr}");
+        assert!(stderr.contains("hibernation"), "{tag}: {stderr}");
     }
 }
 
@@ -430,4 +436,50 @@ fn a_hibernated_sandbox_keeps_no_zero_guest_pages() {
     let (rest, status) = c.finish();
     assert_eq!(status, 0);
     assert!(rest.starts_with("ok "), "{rest}");
+}
+
+/// A hibernated sandbox that waits keeps almost none of its guest RAM:
+/// the kernel's own pages (its heap with the page tables that hold the
+/// swap entries, its data and stacks) go to the state directory's kernel
+/// file and come back, checked, at the wake (issue 16; docs/memory.md,
+/// "Kernel pages"). Two cycles: the second reuses the file.
+#[test]
+fn a_hibernated_sandbox_parks_its_kernel_pages() {
+    if !common::require_kvm() {
+        return;
+    }
+    let (mut c, line) = common::controlled::Controlled::start(
+        "hib-kernel",
+        &test_apps::path("hib_pattern"),
+        &["8"],
+        Stdio::piped(),
+    );
+    assert!(line.starts_with("ready "), "{line}");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    for cycle in 0..2 {
+        c.hibernate();
+        std::thread::sleep(Duration::from_millis(300));
+        let (resident, _) = resident_guest_pages(c.child.id(), 256 << 20);
+        eprintln!("cycle {cycle}: {resident} guest pages resident while hibernated");
+        // Before: ~100 pages (the kernel heap, data and stacks).
+        assert!(
+            resident <= 4,
+            "cycle {cycle}: {resident} guest pages kept while hibernated"
+        );
+        let parked = std::fs::metadata(c.state_dir().join("kernel.qreap"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(
+            parked > 64 << 10,
+            "cycle {cycle}: kernel file of {parked} bytes"
+        );
+        c.ctl("wake");
+        stdin.write_all(b"verify\n").expect("verify");
+        let answer = c.read_line();
+        assert!(answer.starts_with("ok "), "cycle {cycle}: {answer}");
+    }
+    stdin.write_all(b"quit\n").expect("quit");
+    drop(stdin);
+    let (_, status) = c.finish();
+    assert_eq!(status, 0);
 }

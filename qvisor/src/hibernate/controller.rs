@@ -90,6 +90,8 @@ struct Inner {
     dir: PathBuf,
     swap: Option<SwapFile>,
     reap: Option<ReapFile>,
+    /// The guest kernel's own pages while hibernated ([`park_kernel`]).
+    kernel: Option<ReapFile>,
     stats: Stats,
     /// When the hibernation in progress was requested.
     started: Option<Instant>,
@@ -133,6 +135,89 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// wait, and then for it to be in it.
 const SETTLE_WAIT: Duration = Duration::from_millis(100);
 const SETTLE_DELAY: Duration = Duration::from_millis(5);
+
+/// File name, in the state directory, of the parked kernel pages.
+const KERNEL_FILE: &str = "kernel.qreap";
+
+/// The guest ranges a wait reads its arguments from and writes its
+/// results to while the vCPU thread serves it, `(gpa, len)`: `Poll`'s
+/// pollfd array, `EpollWait`'s event array, a blocking read's or write's
+/// iovec array and the buffers it names; none for `Sleep`. `None` for a
+/// wait whose buffers are not known here (its pages are not parked).
+fn wait_buffers(ram: &GuestRam, call: qlib::abi::Call, a: [u64; 6]) -> Option<Vec<(u64, u64)>> {
+    use qlib::abi::Call;
+    const POLLFD_SIZE: u64 = 8;
+    const EPOLL_EVENT_SIZE: u64 = 12;
+    const IOVEC_SIZE: u64 = 16;
+    match call {
+        Call::Sleep => Some(Vec::new()),
+        Call::Poll => Some(vec![(a[0], a[1].saturating_mul(POLLFD_SIZE))]),
+        Call::EpollWait => Some(vec![(a[1], a[2].saturating_mul(EPOLL_EVENT_SIZE))]),
+        Call::Io | Call::Readv | Call::Writev => {
+            // A list the VMM cannot read is refused by the call itself.
+            let list = ram.ranges(a[1], a[2]).ok()?;
+            let mut v = vec![(a[1], a[2].saturating_mul(IOVEC_SIZE))];
+            v.extend(list.iter().map(|r| (r.gpa, r.len)));
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// Kernel pages (issue 16): what is left of guest RAM once a hibernated
+/// guest waits (its kernel heap with the user page tables that hold the
+/// swap entries, kernel data and stacks; ~400 KiB for a Python function)
+/// goes to a file of the REAP format in the state directory and is
+/// dropped; the wake reads it back, checked, before anything else
+/// (`wake_locked`). Left in RAM: the low pages other threads write
+/// (control, PV and boot pages, below `BOOT_PGD_GPA`) and the pages of
+/// the wait's own buffers (`keep`, [`wait_buffers`]), which the vCPU
+/// thread reads now and writes when the wait ends, before the wake. A
+/// failure to write keeps the pages in RAM (a full disk costs memory,
+/// never data).
+fn park_kernel(i: &mut Inner, ram: &GuestRam, keep: &[(u64, u64)]) {
+    let kept = |gpa: u64| {
+        keep.iter().any(|&(start, len)| {
+            len != 0
+                && gpa >= start & !0xfff
+                && gpa < start.saturating_add(len).next_multiple_of(4096)
+        })
+    };
+    let mut ranges: Vec<IoVec> = Vec::new();
+    for gpa in ram.resident_pages(qlib::layout::BOOT_PGD_GPA) {
+        if kept(gpa) {
+            continue;
+        }
+        match ranges.last_mut() {
+            Some(r) if r.gpa + r.len == gpa => r.len += 4096,
+            _ => ranges.push(IoVec { gpa, len: 4096 }),
+        }
+    }
+    if ranges.is_empty() {
+        return;
+    }
+    if i.kernel.is_none() {
+        match ReapFile::create_named(&i.dir, KERNEL_FILE) {
+            Ok(f) => i.kernel = Some(f),
+            Err(e) => {
+                log::warn!("hibernated: kernel pages kept: {}", super::report(&e));
+                return;
+            }
+        }
+    }
+    let Some(f) = i.kernel.as_mut() else { return };
+    f.reset();
+    match f
+        .append(ram, &ranges)
+        .and_then(|bytes| f.finish().map(|()| bytes))
+    {
+        Ok(bytes) => {
+            f.drop_pages(ram);
+            log::debug!("hibernated: {} KiB of kernel pages parked", bytes >> 10);
+        }
+        Err(e) => log::warn!("hibernated: kernel pages kept: {}", super::report(&e)),
+    }
+}
 
 /// Gives the VMM's freed heap (file tables, iovec lists) back to the host,
 /// so that a hibernated sandbox's PSS is not kept up by malloc's caches.
@@ -267,6 +352,7 @@ impl Hibernation {
                 dir,
                 swap: None,
                 reap: None,
+                kernel: None,
                 stats: Stats::default(),
                 started: None,
                 aborted: None,
@@ -298,7 +384,7 @@ impl Hibernation {
     /// and the file window's pages go back to the host. Host-call
     /// arguments never point into code. Pages that differ from the image
     /// are kept.
-    pub fn before_wait(&self, ram: &GuestRam, call: Option<qlib::abi::Call>) {
+    pub fn before_wait(&self, ram: &GuestRam, call: Option<qlib::abi::Call>, args: [u64; 6]) {
         if !self.hold.load(Ordering::Acquire) || self.kernel_text.is_empty() {
             return;
         }
@@ -337,7 +423,10 @@ impl Hibernation {
         // the low pages the other threads write (control and PV pages)
         // are left out.
         let zero = ram.discard_zero_pages(qlib::layout::BOOT_PGD_GPA);
-        log::debug!("hibernated: {zero} zero guest pages dropped");
+        log::debug!("hibernated: {zero} zero guest pages dropped; waits in {call:?}");
+        if let Some(keep) = call.and_then(|c| wait_buffers(ram, c, args)) {
+            park_kernel(&mut i, ram, &keep);
+        }
         // The code this thread and the control thread ran since the
         // commit came back in (with the host's fault-around): drop it
         // again now that the guest waits.
@@ -529,6 +618,11 @@ impl Hibernation {
         let t0 = Instant::now();
         i.transition(Event::WakeStart, why)?;
         let result = (|| {
+            // The kernel's pages first: nothing else of the guest is
+            // valid without them.
+            if let Some(k) = i.kernel.as_mut() {
+                k.read_back(ram)?;
+            }
             self.restore_text(i, ram)?;
             if let Some(s) = i.swap.as_mut() {
                 s.reload(ram)?;

@@ -139,8 +139,14 @@ fn read_checked(file: &PageFile, ram: &GuestRam, entries: &[Entry]) -> Result<()
 impl ReapFile {
     /// Creates the REAP file in `dir`.
     pub fn create(dir: &Path) -> Result<Self, SwapError> {
+        Self::create_named(dir, FILE_NAME)
+    }
+
+    /// Creates a file of the REAP format named `name` in `dir` (the
+    /// parked kernel pages use one too: `controller`, "Kernel pages").
+    pub fn create_named(dir: &Path, name: &str) -> Result<Self, SwapError> {
         Ok(Self {
-            file: PageFile::create(dir.join(FILE_NAME), Kind::Reap)?,
+            file: PageFile::create(dir.join(name), Kind::Reap)?,
             entries: Vec::new(),
             written: (0, 0),
             dropped: false,

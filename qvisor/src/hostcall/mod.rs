@@ -171,7 +171,7 @@ impl<'a> HostCalls<'a> {
         let call = Call::from_u64(req.call);
         if !hibernate::keeps_hibernated(call) {
             // The guest runs again only after `on_guest_resume` below.
-            self.hib.before_wait(self.ram, call);
+            self.hib.before_wait(self.ram, call, a);
         }
         let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),

@@ -57,6 +57,11 @@ impl Controlled {
         (c, line)
     }
 
+    /// The sandbox's state directory (its swap, REAP and kernel files).
+    pub fn state_dir(&self) -> PathBuf {
+        self.socket.with_file_name("state")
+    }
+
     /// A `qrun ctl` request; its JSON answer.
     pub fn ctl(&self, req: &str) -> serde_json::Value {
         super::ctl(&self.socket, req).unwrap_or_else(|e| panic!("ctl {req}: {e}"))
