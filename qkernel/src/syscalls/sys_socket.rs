@@ -534,9 +534,11 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
         None
     };
     let ctl = super::sys_scm::control_to_send(p, a[1])?;
-    if !ctl.files.is_empty() {
+    // A netlink socket is the guest's own: what is not SOL_SOCKET is
+    // ignored there, as Linux ignores it.
+    if ctl.for_host() && nl(p, a[0]).is_none() {
         let (f, hfd) = sock(p, a[0])?;
-        let r = super::sys_scm::send_with_rights(p, &f, hfd, &bufs, addr, a[2], &ctl.files);
+        let r = super::sys_scm::send_with_control(p, &f, hfd, &bufs, addr, a[2], &ctl);
         if r.is_ok() {
             ucred::sent(
                 hfd,
@@ -549,8 +551,8 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     send(p, a[0], &bufs, addr, a[2], ctl.cred)
 }
 
-/// `recvmsg(fd, msg, flags)`; control messages are not passed (their
-/// length comes back 0).
+/// `recvmsg(fd, msg, flags)`; control messages as the host socket gives
+/// them (`sys_scm`), none from a netlink socket.
 pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let name: u64 = uaccess::read(&mut p.mm, a[1])?;
     let iov: u64 = uaccess::read(&mut p.mm, a[1] + 16)?;
