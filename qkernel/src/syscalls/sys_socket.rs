@@ -388,7 +388,7 @@ pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     uaccess::copy_in(&mut p.mm, a[3], &mut buf)?;
     let r = host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)?;
     if (a[1], a[2]) == (SOL_SOCKET, SO_PASSCRED) && buf.len() >= 4 {
-        ucred::set_passcred(fd, buf[..4] != [0; 4]);
+        ucred::set_passcred(fd);
     }
     Ok(r)
 }
