@@ -8,13 +8,15 @@
  * buffer that is exact, one message short, cut inside a message, shorter
  * than a header, empty or absent (msg_controllen, MSG_CTRUNC); malformed
  * outgoing control data (EINVAL); an IP message on a Unix socket
- * (ignored). Prints no address but loopback's, no port, no time.
+ * (ignored); SCM_CREDENTIALS and SCM_RIGHTS cut by short rooms. Prints no address but loopback's, no port, no time.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -302,6 +304,99 @@ static void ipv4(void)
 	close(s);
 }
 
+/* Receives one message from `fd` with `room` bytes of control buffer
+ * and prints its credentials and fds (closing them). */
+static void recv_creds_fds(int fd, int room)
+{
+	char data[16];
+	struct iovec iov = { data, sizeof data };
+	union {
+		unsigned char buf[128];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0xee, sizeof u);
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = (size_t)room };
+	ssize_t n = recvmsg(fd, &msg, 0);
+	if (n < 0) {
+		printf("unix room %d: recvmsg %s\n", room, errno_name(errno));
+		return;
+	}
+	printf("unix room %d: %zd bytes controllen %zu%s\n", room, n,
+	       (size_t)msg.msg_controllen, msg.msg_flags & MSG_CTRUNC ? " CTRUNC" : "");
+	size_t off = 0;
+	while (off + sizeof(struct cmsghdr) <= msg.msg_controllen) {
+		struct cmsghdr h;
+		memcpy(&h, u.buf + off, sizeof h);
+		if (h.cmsg_len < sizeof h)
+			break;
+		size_t end = h.cmsg_len < msg.msg_controllen - off ? h.cmsg_len
+								  : msg.msg_controllen - off;
+		size_t have = end - sizeof h;
+		const unsigned char *d = u.buf + off + sizeof h;
+		if (h.cmsg_level == SOL_SOCKET && h.cmsg_type == SCM_CREDENTIALS) {
+			pid_t pid = -1;
+			if (have >= sizeof pid)
+				memcpy(&pid, d, sizeof pid);
+			printf("  SCM_CREDENTIALS len %zu data %zu pid %s\n", (size_t)h.cmsg_len,
+			       have, have < sizeof pid ? "cut" : pid == getpid() ? "self" : "other");
+		} else if (h.cmsg_level == SOL_SOCKET && h.cmsg_type == SCM_RIGHTS) {
+			printf("  SCM_RIGHTS len %zu fds", (size_t)h.cmsg_len);
+			for (size_t k = 0; k + sizeof(int) <= have; k += sizeof(int)) {
+				int fd;
+				memcpy(&fd, d + k, sizeof fd);
+				printf(" %s", fcntl(fd, F_GETFD) >= 0 ? "valid" : "bad");
+				close(fd);
+			}
+			printf("\n");
+		} else {
+			printf("  %s len %zu\n", name(h.cmsg_level, h.cmsg_type), (size_t)h.cmsg_len);
+		}
+		off += CMSG_ALIGN(h.cmsg_len);
+	}
+}
+
+/* Credentials and two fds through control rooms of every size: the
+ * credentials cut inside, the fds cut to what fits (MSG_CTRUNC). */
+static void unix_truncation(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	on(sv[1], SOL_SOCKET, SO_PASSCRED);
+	int pass[2] = { open("/", O_RDONLY), open("/", O_RDONLY) };
+	CHECK(pass[0] >= 0 && pass[1] >= 0);
+	union {
+		unsigned char buf[64];
+		struct cmsghdr align;
+	} c;
+	size_t used = 0;
+	put(c.buf, &used, SOL_SOCKET, SCM_RIGHTS, pass, sizeof pass);
+	int space = (int)(CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof pass));
+	int rooms[] = { space, space - 1, (int)CMSG_SPACE(sizeof(struct ucred)) + (int)CMSG_LEN(4),
+			(int)CMSG_SPACE(sizeof(struct ucred)) + 16,
+			(int)CMSG_SPACE(sizeof(struct ucred)), 20, 8, 0 };
+	for (size_t i = 0; i < sizeof rooms / sizeof rooms[0]; i++) {
+		say_send("unix 2 fds", send_ctl(sv[0], NULL, 0, c.buf, used));
+		recv_creds_fds(sv[1], rooms[i]);
+	}
+	/* Room for one more fd only: the message ends at the fd installed. */
+	struct rlimit old, one;
+	CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	int top = fcntl(0, F_DUPFD, 0);
+	CHECK(top >= 0);
+	close(top);
+	one = old;
+	one.rlim_cur = (rlim_t)top + 1;
+	CHECK(setrlimit(RLIMIT_NOFILE, &one) == 0);
+	say_send("unix 2 fds, one fd free", send_ctl(sv[0], NULL, 0, c.buf, used));
+	recv_creds_fds(sv[1], space);
+	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	close(pass[0]);
+	close(pass[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* On a Unix socket Linux ignores what is not SOL_SOCKET. */
 static void unix_ignores_ip(void)
 {
@@ -326,6 +421,7 @@ int main(void)
 	ipv6();
 	ipv4();
 	unix_ignores_ip();
+	unix_truncation();
 	printf("done\n");
 	return 0;
 }
