@@ -397,6 +397,53 @@ static void unix_truncation(void)
 	close(sv[1]);
 }
 
+/* Empty datagrams are datagrams: alone, with an fd, with a hop limit. */
+static void empty_datagrams(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	char none[1];
+	struct iovec iov = { none, 0 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	printf("unix empty: sendmsg %zd\n", sendmsg(sv[0], &msg, 0));
+	recv_creds_fds(sv[1], 64);
+	int fd = open("/", O_RDONLY);
+	CHECK(fd >= 0);
+	union {
+		unsigned char buf[64];
+		struct cmsghdr align;
+	} c;
+	size_t used = 0;
+	put(c.buf, &used, SOL_SOCKET, SCM_RIGHTS, &fd, sizeof fd);
+	msg.msg_control = c.buf;
+	msg.msg_controllen = used;
+	printf("unix empty with an fd: sendmsg %zd\n", sendmsg(sv[0], &msg, 0));
+	recv_creds_fds(sv[1], 64);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+
+	int r = socket(AF_INET6, SOCK_DGRAM, 0);
+	int s = socket(AF_INET6, SOCK_DGRAM, 0);
+	CHECK(r >= 0 && s >= 0);
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	CHECK(bind(r, (struct sockaddr *)&a, sizeof a) == 0);
+	socklen_t alen = sizeof a;
+	CHECK(getsockname(r, (struct sockaddr *)&a, &alen) == 0);
+	on(r, IPPROTO_IPV6, IPV6_RECVHOPLIMIT);
+	int hop = 3;
+	used = 0;
+	put(c.buf, &used, IPPROTO_IPV6, IPV6_HOPLIMIT, &hop, sizeof hop);
+	msg.msg_name = &a;
+	msg.msg_namelen = alen;
+	msg.msg_control = c.buf;
+	msg.msg_controllen = used;
+	printf("v6 empty with hoplimit 3: sendmsg %zd\n", sendmsg(s, &msg, 0));
+	recv_show("v6 empty", r, 64);
+	close(r);
+	close(s);
+}
+
 /* On a Unix socket Linux ignores what is not SOL_SOCKET. */
 static void unix_ignores_ip(void)
 {
@@ -422,6 +469,7 @@ int main(void)
 	ipv4();
 	unix_ignores_ip();
 	unix_truncation();
+	empty_datagrams();
 	printf("done\n");
 	return 0;
 }

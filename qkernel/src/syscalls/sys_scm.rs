@@ -32,7 +32,7 @@ use qlib::cmsg::{self, SCM_CREDENTIALS, SCM_RIGHTS, SOL_SOCKET, Walk};
 use qlib::io_abi::{MSG_CONTROL_MAX, MSG_MAX_FDS, MsgCtl, SockAddr, io};
 use spin::Mutex;
 
-use super::rw::{UserBuf, host_transfer};
+use super::rw::{UserBuf, host_send, host_transfer};
 use crate::errno::{Errno, SysResult};
 use crate::fs::stat::{S_IFDIR, S_IFMT, S_IFREG, STATX_SIZE};
 use crate::fs::{Backing, File, HostKind, O_ACCMODE, O_APPEND, host};
@@ -218,7 +218,7 @@ pub fn send_with_control(
     if blocking && !park {
         io_flags |= io::BLOCK;
     }
-    let r = host_transfer(p, bufs, true, |iov, done| {
+    let r = host_send(p, bufs, |iov, done| {
         let c = if done == 0 { Some(&mut *rec) } else { None };
         host::msg_ctl(hfd, iov, addr.as_mut(), io_flags, c)
     });
@@ -226,7 +226,8 @@ pub fn send_with_control(
         tokens.iter().for_each(|&t| host::close(t));
         return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
     }
-    if r.is_ok_and(|n| n > 0) {
+    // An empty datagram is news to a reader too.
+    if r.is_ok() {
         park::wake_readers_of_peer(hfd);
     }
     match r {

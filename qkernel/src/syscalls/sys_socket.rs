@@ -8,7 +8,7 @@ use alloc::sync::Arc;
 
 use qlib::io_abi::{SockAddr, fd as fdop, io, new};
 
-use super::rw::{UserBuf, host_transfer, user_iovec_array};
+use super::rw::{UserBuf, host_send, host_transfer, user_iovec_array};
 use crate::errno::{Errno, SysResult};
 use crate::fs::netlink::{self, Netlink};
 use crate::fs::{Backing, File, HostKind, O_NONBLOCK, O_RDWR, host};
@@ -457,7 +457,7 @@ fn send(
     }
     let mut addr = addr;
     let to = addr;
-    let r = host_transfer(p, bufs, true, |iov, _| {
+    let r = host_send(p, bufs, |iov, _| {
         host::msg(hfd, iov, addr.as_mut(), io_flags)
     });
     if r.is_ok() {
@@ -466,7 +466,8 @@ fn send(
     if park && r == Err(Errno::EAGAIN) {
         return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
     }
-    if r.is_ok_and(|n| n > 0) {
+    // An empty datagram is news to a reader too.
+    if r.is_ok() {
         park::wake_readers_of_peer(hfd);
     }
     if r == Err(Errno::EPIPE) && flags & MSG_NOSIGNAL == 0 {
