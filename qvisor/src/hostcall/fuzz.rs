@@ -102,8 +102,11 @@ fn any(r: &mut Rng) -> u64 {
 }
 
 /// Writes a `MsgCtl` record at `at` and a control buffer after it: a
-/// few messages, well formed or not; returns `at`.
+/// few messages, well formed or not; returns `at` (or a wild address).
 fn control(ram: &GuestRam, r: &mut Rng, pool: &[u64], at: u64) -> u64 {
+    if r.chance(10) {
+        return gpa(r); // the record itself anywhere
+    }
     let mut b = Vec::new();
     for _ in 0..r.below(4) {
         let (level, kind) = [

@@ -22,8 +22,7 @@ impl HostCalls<'_> {
     /// with `SCM_RIGHTS` fds translated; `-errno` as Linux's `sendmsg`
     /// would say it (`ENOBUFS` when longer than [`MSG_CONTROL_MAX`]).
     pub(super) fn control_to_send(&self, gpa: u64) -> Result<Vec<u8>, i64> {
-        let len: u64 = self.ram.read(gpa + 8).map_err(|_| EFAULT)?;
-        let buf: u64 = self.ram.read(gpa).map_err(|_| EFAULT)?;
+        let (buf, len) = self.record(gpa)?;
         if len > MSG_CONTROL_MAX {
             return Err(err(libc::ENOBUFS));
         }
@@ -50,9 +49,17 @@ impl HostCalls<'_> {
         Ok(bytes)
     }
 
+    /// The buffer and length of the `MsgCtl` at `gpa`.
+    fn record(&self, gpa: u64) -> Result<(u64, u64), i64> {
+        let len_at = gpa.checked_add(8).ok_or(EFAULT)?;
+        let buf: u64 = self.ram.read(gpa).map_err(|_| EFAULT)?;
+        let len: u64 = self.ram.read(len_at).map_err(|_| EFAULT)?;
+        Ok((buf, len))
+    }
+
     /// Room for the control data the `MsgCtl` at `gpa` asks to receive.
     pub(super) fn control_room(&self, gpa: u64) -> Result<Vec<u8>, i64> {
-        let len: u64 = self.ram.read(gpa + 8).map_err(|_| EFAULT)?;
+        let (_, len) = self.record(gpa)?;
         Ok(vec![0u8; len.min(MSG_CONTROL_MAX) as usize])
     }
 
