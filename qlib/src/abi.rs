@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 18;
+pub const ABI_VERSION: u64 = 19;
 
 /// Most extra fds one `Call::Close` closes.
 pub const MAX_CLOSE_BATCH: u64 = 64;
@@ -193,7 +193,9 @@ pub enum Call {
     /// Send or receive a message on a socket: `args[0]` = fd, `args[1..3]`
     /// = [`IoVec`] list, `args[3]` = GPA of a [`crate::io_abi::SockAddr`]
     /// (0 = none), `args[4]` = [`crate::io_abi::io`] flags | Linux
-    /// `MSG_*` flags << 32.
+    /// `MSG_*` flags << 32, `args[5]` = GPA of a
+    /// [`crate::io_abi::MsgCtl`] (0 = no control data). Version 19: the
+    /// control data is Linux's raw `cmsghdr` list, any level.
     Msg = 21,
     /// Create host fds: `args[0]` = [`crate::io_abi::new`] op, rest per op.
     NewFd = 22,

@@ -210,24 +210,51 @@ pub mod new {
     pub const MEMFD: u64 = 7;
 }
 
-/// Most fds one `Msg` call passes with `SCM_RIGHTS`.
-pub const MSG_MAX_FDS: usize = 16;
+/// Most fds one `SCM_RIGHTS` message passes (Linux's `SCM_MAX_FD`).
+pub const MSG_MAX_FDS: usize = 253;
 
-/// The `SCM_RIGHTS` fds of a `Msg` call (`args[5]` = its GPA, 0 for
-/// none). Sending: `count` fds of the sandbox. Receiving: the VMM fills
-/// `count` fds it adopted for the sandbox, each with its host status
-/// flags (`F_GETFL`) and `st_mode`, and sets `truncated` when the sender
-/// passed more than fit (the rest were closed, as with `MSG_CTRUNC`).
+/// Longest control buffer a `Msg` call passes, either way.
+pub const MSG_CONTROL_MAX: u64 = 64 << 10;
+
+/// The control data of a `Msg` call (`args[5]` = its GPA, 0 for none):
+/// `struct cmsghdr` messages as Linux lays them out (`qlib::cmsg`).
+///
+/// Sending: `len` bytes at `buf`, each message checked by the VMM
+/// (`qlib::cmsg::verdict`); the ints of an `SCM_RIGHTS` message are host
+/// fds of the sandbox, which the VMM translates to its own.
+///
+/// Receiving: `len` is the room at `buf` (at most [`MSG_CONTROL_MAX`]);
+/// the VMM receives with that much room, so the host kernel lays the
+/// messages out and truncates them (`MSG_CTRUNC`) exactly as for the
+/// program, and writes back the bytes used in `len`. The ints of an
+/// `SCM_RIGHTS` message are then fds the VMM adopted for the sandbox (-1
+/// where it could not), `fds` of them in all, each with its host status
+/// flags (`F_GETFL`) and `st_mode`; an `SCM_PIDFD`'s fd is closed and
+/// reads -1.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MsgFds {
-    pub count: u32,
-    pub truncated: u32,
-    pub fds: [i32; MSG_MAX_FDS],
+#[derive(Debug, Clone, Copy)]
+pub struct MsgCtl {
+    pub buf: u64,
+    pub len: u64,
+    pub fds: u32,
+    pub pad: u32,
     pub flags: [u32; MSG_MAX_FDS],
     pub modes: [u32; MSG_MAX_FDS],
 }
-const _: () = assert!(core::mem::size_of::<MsgFds>() == 8 + 12 * MSG_MAX_FDS);
+const _: () = assert!(core::mem::size_of::<MsgCtl>() == 24 + 8 * MSG_MAX_FDS);
+
+impl Default for MsgCtl {
+    fn default() -> Self {
+        Self {
+            buf: 0,
+            len: 0,
+            fds: 0,
+            pad: 0,
+            flags: [0; MSG_MAX_FDS],
+            modes: [0; MSG_MAX_FDS],
+        }
+    }
+}
 
 /// A Unix socket and its peer as the host sees them (`fd::UNIX_PEER`):
 /// both sockets' inode numbers (`peer_ino` 0: not connected), whether the

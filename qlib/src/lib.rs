@@ -9,6 +9,7 @@
 pub mod abi;
 pub mod bitmap_alloc;
 pub mod caps;
+pub mod cmsg;
 pub mod elf;
 pub mod exec_order;
 pub mod exec_perm;

@@ -32,9 +32,9 @@ unsafe impl ByteValued for Pod<i32> {}
 // SAFETY: SockAddr is repr(C): two u32 then 128 bytes (136, no padding);
 // any bit pattern is valid.
 unsafe impl ByteValued for Pod<qlib::io_abi::SockAddr> {}
-// SAFETY: MsgFds is repr(C) plain integers with no padding (size asserted
+// SAFETY: MsgCtl is repr(C) plain integers with no padding (size asserted
 // in qlib); every bit pattern is valid.
-unsafe impl ByteValued for Pod<qlib::io_abi::MsgFds> {}
+unsafe impl ByteValued for Pod<qlib::io_abi::MsgCtl> {}
 // SAFETY: repr(C), six u32 fields, no padding; any bit pattern is valid.
 unsafe impl ByteValued for Pod<qlib::io_abi::UnixPeer> {}
 // SAFETY: IoVec is repr(C) with two u64 fields; any bit pattern is valid.

@@ -182,6 +182,30 @@ fn scm_credentials_name_the_sending_process() {
     }
 }
 
+/// Ancillary data other than fds and credentials crosses as Linux gives
+/// it: IPV6_HOPLIMIT/IPV6_TCLASS sent and received over ::1, IP_PKTINFO,
+/// IP_TTL and IP_TOS over 127.0.0.1, SO_TIMESTAMP(NS), control buffers
+/// that are exact, short, cut inside a message, empty or absent
+/// (msg_controllen, MSG_CTRUNC), malformed outgoing data (EINVAL).
+#[test]
+fn ip_control_messages_cross() {
+    if !require_kvm() {
+        return;
+    }
+    let out = compare("cmsgip", &[]);
+    for want in [
+        "v6 room 48: 7 bytes controllen 48\n  IPV6_HOPLIMIT len 20 data 4: 07 00 00 00\n  IPV6_TCLASS len 20 data 4: 20 00 00 00\n",
+        "v6 room 42: 7 bytes controllen 42 CTRUNC\n",
+        "v6 room 0: 7 bytes controllen 0 CTRUNC\n",
+        "IP_TOS len 17 data 1: 10\n",
+        "SCM_TIMESTAMPNS len 32 data 16: near now yes\n",
+        "v6 cmsg_len 8: sendmsg EINVAL\n",
+        "done\n",
+    ] {
+        assert!(stdout(&out).contains(want), "no {want:?}: {out:?}");
+    }
+}
+
 /// What a container's root may not make or change: device nodes, the
 /// host and domain names, another root directory.
 #[test]

@@ -31,6 +31,9 @@ static void fifos(void)
 	expect_line("fifo is a FIFO", stat("fifo", &st) == 0 && S_ISFIFO(st.st_mode), 1);
 	line("fifo mode: %o", st.st_mode & 07777);
 	err_line("mkfifo again", mkfifo("fifo", 0666), EEXIST);
+	/* Linux never opens it: no wait for a reader. */
+	err_line("truncate a fifo", truncate("fifo", 0), EINVAL);
+	err_line("truncate a directory", truncate(".", 0), EISDIR);
 	int r = open("fifo", O_RDONLY | O_NONBLOCK);
 	int w = open("fifo", O_WRONLY | O_NONBLOCK);
 	ok_line("open fifo both ends", r < 0 ? r : w);

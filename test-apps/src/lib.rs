@@ -147,6 +147,8 @@ pub const ALL: &[&str] = &[
     // SCM_RIGHTS between processes and in one.
     "scm",
     "ucred",
+    // IP/IPv6 control messages, timestamps, truncation (linux_surface.rs).
+    "cmsgip",
     "seccomp_probe",
     "segfault",
     // Hostile rt_sigreturn frames and stacks.

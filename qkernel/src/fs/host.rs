@@ -203,13 +203,14 @@ pub fn msg(fd: i32, iov: &[IoVec], addr: Option<&mut SockAddr>, flags: u64) -> S
     msg_ctl(fd, iov, addr, flags, None)
 }
 
-/// `Msg` with `SCM_RIGHTS` fds to send, or room for the ones received.
+/// `Msg` with control data (`io_abi::MsgCtl`: the messages to send, or
+/// room for the ones received, which the VMM fills in with the record).
 pub fn msg_ctl(
     fd: i32,
     iov: &[IoVec],
     addr: Option<&mut SockAddr>,
     flags: u64,
-    ctl: Option<&mut qlib::io_abi::MsgFds>,
+    ctl: Option<&mut qlib::io_abi::MsgCtl>,
 ) -> SysResult {
     let (gpa, n) = hostcall::iovecs(iov);
     let agpa = addr.as_ref().map_or(0, |a| gpa_of(&**a));
@@ -224,6 +225,11 @@ pub fn msg_ctl(
         *c = unsafe { core::ptr::read_volatile(c) };
     }
     host_result(rc)
+}
+
+/// The GPA of a kernel buffer, for a record that names it.
+pub fn buf_gpa(buf: &[u8]) -> u64 {
+    hostcall::buf(buf).0
 }
 
 /// `NewFd` returning one fd.

@@ -166,6 +166,20 @@ pub fn transfer(
     }
 }
 
+/// [`host_transfer`] of a socket send: a send of no bytes still makes
+/// its one host call (on a datagram socket it is a datagram, with its
+/// control data), where a write of nothing to a file makes none.
+pub fn host_send(
+    p: &mut Process,
+    bufs: &[UserBuf],
+    mut op: impl FnMut(&[IoVec], u64) -> SysResult,
+) -> SysResult {
+    if bufs.iter().all(|b| b.1 == 0) {
+        return op(&[IoVec { gpa: 0, len: 0 }], 0);
+    }
+    host_transfer(p, bufs, true, op)
+}
+
 /// The piece loop of [`transfer`], with `op(iovecs, bytes done so far)`
 /// doing one host call.
 pub fn host_transfer(

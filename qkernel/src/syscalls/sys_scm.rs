@@ -1,7 +1,15 @@
-//! `SCM_RIGHTS`: fds passed over Unix sockets with `sendmsg`/`recvmsg`.
+//! Control messages of `sendmsg`/`recvmsg` (docs/ancillary-data.md).
 //!
-//! The fds cross the host socket as the VMM's own (`io_abi::MsgFds`), so
-//! they reach processes inside and outside the sandbox alike. Between
+//! Every control message crosses the host socket: the VMM passes the
+//! program's `cmsghdr` list to the host's `sendmsg` (after checking it,
+//! `qlib::cmsg::verdict`) and receives with the program's room, so IP and
+//! IPv6 messages (`IP_PKTINFO`, `IP_TTL`, `IPV6_HOPLIMIT`, `IPV6_TCLASS`
+//! …), timestamps and the truncation rules (`MSG_CTRUNC`, a message cut
+//! at the end of the buffer) are the host kernel's, which is Linux. Two
+//! `SOL_SOCKET` messages are the guest's business:
+//!
+//! `SCM_RIGHTS`: the fds cross the host socket as the VMM's own, so they
+//! reach processes inside and outside the sandbox alike. Between
 //! processes of this sandbox the receiver gets the sender's very open
 //! file (status flags, path, kind): each file sent is kept in a small
 //! in-flight list, keyed by its host inode, until a receive finds it (the
@@ -12,17 +20,19 @@
 //! receiver outside the sandbox gets an empty memfd).
 //!
 //! `SCM_CREDENTIALS`: an outgoing one is checked as Linux checks it and
-//! becomes what the receiver sees; a receiver with `SO_PASSCRED` gets the
-//! sender's credentials ahead of any fds (`sys_ucred`). Other control
-//! messages get `EINVAL`, as on a Unix socket.
+//! becomes what the receiver sees (it does not cross); in a received
+//! one, which the host writes for a socket with `SO_PASSCRED`, the guest
+//! puts the sender's credentials (`sys_ucred`) in place of the host's.
 
+use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use qlib::io_abi::{MSG_MAX_FDS, MsgFds, SockAddr, io};
+use qlib::cmsg::{self, SCM_CREDENTIALS, SCM_RIGHTS, SOL_SOCKET, Walk};
+use qlib::io_abi::{MSG_CONTROL_MAX, MSG_MAX_FDS, MsgCtl, SockAddr, io};
 use spin::Mutex;
 
-use super::rw::{UserBuf, host_transfer};
+use super::rw::{UserBuf, host_send, host_transfer};
 use crate::errno::{Errno, SysResult};
 use crate::fs::stat::{S_IFDIR, S_IFMT, S_IFREG, STATX_SIZE};
 use crate::fs::{Backing, File, HostKind, O_ACCMODE, O_APPEND, host};
@@ -32,17 +42,11 @@ use crate::task::park;
 
 use super::sys_ucred::{self, Ucred};
 
-const SOL_SOCKET: i32 = 1;
-const SCM_RIGHTS: i32 = 1;
-const SCM_CREDENTIALS: i32 = 2;
 const MSG_DONTWAIT: u64 = 0x40;
 const MSG_NOSIGNAL: u64 = 0x4000;
 const MSG_CTRUNC: u32 = 0x8;
 const MSG_CMSG_CLOEXEC: u64 = 0x4000_0000;
-/// `sizeof(struct cmsghdr)`.
-const CMSG_HDR: usize = 16;
-/// Longest control buffer read (Linux's `optmem_max` default is 20 KiB).
-const CONTROL_MAX: u64 = 20 << 10;
+const ENOBUFS: Errno = Errno(105);
 /// Most files kept in flight.
 const IN_FLIGHT_MAX: usize = 64;
 const S_IFSOCK: u32 = 0o140000;
@@ -69,66 +73,47 @@ pub struct Control {
     pub files: Vec<Arc<File>>,
     /// Credentials claimed with `SCM_CREDENTIALS` (checked).
     pub cred: Option<Ucred>,
+    /// The other messages, as the program wrote them (each padded).
+    pub raw: Vec<u8>,
 }
 
-/// The control data of the outgoing `msghdr` at `msg_va`.
+impl Control {
+    /// Whether anything must reach the host's `sendmsg`.
+    pub fn for_host(&self) -> bool {
+        !self.files.is_empty() || !self.raw.is_empty()
+    }
+}
+
+/// The control data of the outgoing `msghdr` at `msg_va`, walked as
+/// Linux walks it (`qlib::cmsg::Walk::send`: `EINVAL` for a bad header).
 pub fn control_to_send(p: &mut Process, msg_va: u64) -> Result<Control, Errno> {
     let control: u64 = uaccess::read(&mut p.mm, msg_va + 32)?;
     let len: u64 = uaccess::read(&mut p.mm, msg_va + 40)?;
     let mut out = Control::default();
-    if control == 0 || len == 0 {
+    if len == 0 {
         return Ok(out);
     }
-    if len > CONTROL_MAX {
-        return Err(Errno(105)); // ENOBUFS
+    if len > MSG_CONTROL_MAX {
+        return Err(ENOBUFS);
     }
     let mut buf = alloc::vec![0u8; len as usize];
     uaccess::copy_in(&mut p.mm, control, &mut buf)?;
-    let files = &mut out.files;
-    let mut off = 0usize;
-    while off + CMSG_HDR <= buf.len() {
-        let h = &buf[off..];
-        let clen = u64::from_le_bytes(h[0..8].try_into().map_err(|_| Errno::EINVAL)?) as usize;
-        let level = i32::from_le_bytes(h[8..12].try_into().map_err(|_| Errno::EINVAL)?);
-        let kind = i32::from_le_bytes(h[12..16].try_into().map_err(|_| Errno::EINVAL)?);
-        if clen < CMSG_HDR || clen > buf.len() - off {
-            return Err(Errno::EINVAL);
-        }
-        match (level, kind) {
+    for h in Walk::send(&buf) {
+        let h = h.map_err(|_| Errno::EINVAL)?;
+        let data = &buf[h.data(buf.len())];
+        match (h.level, h.kind) {
             (SOL_SOCKET, SCM_RIGHTS) => {
-                for c in h[CMSG_HDR..clen].chunks_exact(4) {
+                for c in data.chunks_exact(4) {
                     let fd = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    files.push(p.files.get(fd as u32 as u64)?);
+                    out.files.push(p.files.get(fd as u32 as u64)?);
                 }
             }
-            (SOL_SOCKET, SCM_CREDENTIALS) => {
-                // struct ucred {pid, uid, gid}: a process may only claim
-                // itself (root may claim any uid/gid).
-                if clen < CMSG_HDR + 12 {
-                    return Err(Errno::EINVAL);
-                }
-                let w = |i: usize| {
-                    let o = CMSG_HDR + 4 * i;
-                    u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
-                };
-                // Linux: any of the real, effective and saved ids.
-                let uid_ok = p.caps.has(crate::creds::CAP_SETUID) || p.ids[..2].contains(&w(1));
-                let gid_ok = p.caps.has(crate::creds::CAP_SETGID) || p.ids[2..].contains(&w(2));
-                // Another pid needs CAP_SYS_ADMIN, which the guest never
-                // grants.
-                let pid_ok = w(0) == crate::task::current_tgid();
-                if !pid_ok || !uid_ok || !gid_ok {
-                    return Err(Errno::EPERM);
-                }
-                out.cred = Some(Ucred {
-                    pid: w(0),
-                    uid: w(1),
-                    gid: w(2),
-                });
+            (SOL_SOCKET, SCM_CREDENTIALS) => out.cred = Some(claimed(p, data)?),
+            _ => {
+                out.raw.extend_from_slice(&buf[h.off..h.off + h.len]);
+                out.raw.resize(cmsg::align(out.raw.len()), 0);
             }
-            _ => return Err(Errno::EINVAL),
         }
-        off += clen.next_multiple_of(8);
     }
     if out.files.len() > MSG_MAX_FDS {
         log::warn!("SCM_RIGHTS of more than {MSG_MAX_FDS} fds: EINVAL");
@@ -137,30 +122,58 @@ pub fn control_to_send(p: &mut Process, msg_va: u64) -> Result<Control, Errno> {
     Ok(out)
 }
 
-/// Sends `bufs` over host socket `hfd` (of open file `f`) with `files`
-/// attached to the first byte.
-pub fn send_with_rights(
+/// The credentials an `SCM_CREDENTIALS` message (`struct ucred` {pid,
+/// uid, gid}) claims, if Linux lets the caller claim them: itself (root
+/// may claim any uid/gid).
+fn claimed(p: &Process, data: &[u8]) -> Result<Ucred, Errno> {
+    if data.len() < 12 {
+        return Err(Errno::EINVAL);
+    }
+    let w = |i: usize| {
+        let o = 4 * i;
+        u32::from_le_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]])
+    };
+    // Linux: any of the real, effective and saved ids.
+    let uid_ok = p.caps.has(crate::creds::CAP_SETUID) || p.ids[..2].contains(&w(1));
+    let gid_ok = p.caps.has(crate::creds::CAP_SETGID) || p.ids[2..].contains(&w(2));
+    // Another pid needs CAP_SYS_ADMIN, which the guest never grants.
+    let pid_ok = w(0) == crate::task::current_tgid();
+    if !pid_ok || !uid_ok || !gid_ok {
+        return Err(Errno::EPERM);
+    }
+    Ok(Ucred {
+        pid: w(0),
+        uid: w(1),
+        gid: w(2),
+    })
+}
+
+/// Sends `bufs` over host socket `hfd` (of open file `f`) with the
+/// control data `ctl` attached to the first byte: its other messages as
+/// they are, its files as one `SCM_RIGHTS` message of host fds.
+pub fn send_with_control(
     p: &mut Process,
     f: &File,
     hfd: i32,
     bufs: &[UserBuf],
     mut addr: Option<SockAddr>,
     flags: u64,
-    files: &[Arc<File>],
+    ctl: &Control,
 ) -> SysResult {
-    if files.is_empty() {
-        return Ok(0);
-    }
-    let mut ctl = MsgFds {
-        count: files.len() as u32,
-        ..MsgFds::default()
-    };
+    let files = &ctl.files;
+    let mut wire = ctl.raw.clone();
     let mut keys = Vec::with_capacity(files.len());
     // Stand-ins for the kernel's own files (guest pipes, /dev/null):
     // a host memfd each, whose inode keys the file in flight. Closed once
     // sent (the socket holds its own reference).
     let mut tokens = Vec::new();
-    for (i, file) in files.iter().enumerate() {
+    if !files.is_empty() {
+        let data = 4 * files.len();
+        wire.extend_from_slice(&(cmsg::len(data) as u64).to_le_bytes());
+        wire.extend_from_slice(&SOL_SOCKET.to_le_bytes());
+        wire.extend_from_slice(&SCM_RIGHTS.to_le_bytes());
+    }
+    for file in files {
         if let Some(z) = &file.frozen {
             // Whoever receives it may move the host offset.
             z.set(None);
@@ -178,7 +191,7 @@ pub fn send_with_rights(
                 }
             },
         };
-        ctl.fds[i] = hf;
+        wire.extend_from_slice(&hf.to_le_bytes());
         match host::statx_fd(hf) {
             Ok(sx) => keys.push(identity(&sx)),
             Err(e) => {
@@ -187,6 +200,16 @@ pub fn send_with_rights(
             }
         }
     }
+    wire.resize(cmsg::align(wire.len()), 0);
+    let mut rec = Box::new(MsgCtl {
+        buf: if wire.is_empty() {
+            0
+        } else {
+            host::buf_gpa(&wire)
+        },
+        len: wire.len() as u64,
+        ..MsgCtl::default()
+    });
     let mut io_flags = io::WRITE | ((flags & !MSG_DONTWAIT) << 32);
     let blocking = !f.nonblocking() && flags & MSG_DONTWAIT == 0;
     // With other tasks to run, a full socket parks this one instead of
@@ -195,15 +218,16 @@ pub fn send_with_rights(
     if blocking && !park {
         io_flags |= io::BLOCK;
     }
-    let r = host_transfer(p, bufs, true, |iov, done| {
-        let c = if done == 0 { Some(&mut ctl) } else { None };
+    let r = host_send(p, bufs, |iov, done| {
+        let c = if done == 0 { Some(&mut *rec) } else { None };
         host::msg_ctl(hfd, iov, addr.as_mut(), io_flags, c)
     });
     if park && r == Err(Errno::EAGAIN) {
         tokens.iter().for_each(|&t| host::close(t));
         return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
     }
-    if r.is_ok_and(|n| n > 0) {
+    // An empty datagram is news to a reader too.
+    if r.is_ok() {
         park::wake_readers_of_peer(hfd);
     }
     match r {
@@ -224,9 +248,10 @@ pub fn send_with_rights(
 }
 
 /// Receives into `bufs` from host socket `hfd` (of open file `f`) with
-/// room for `SCM_RIGHTS`; installs the fds received and writes the
-/// control data to the user's `msghdr` at `msg_va` (`msg_controllen`,
-/// `MSG_CTRUNC` in the returned flags). Returns the byte count and the
+/// the control room of the user's `msghdr` at `msg_va`; installs the fds
+/// received, puts the sender's credentials in an `SCM_CREDENTIALS`
+/// message, and writes the control data and `msg_controllen` back
+/// (`MSG_CTRUNC` in the returned flags). Returns the byte count and the
 /// sender's address.
 pub fn recv_with_control(
     p: &mut Process,
@@ -245,9 +270,18 @@ pub fn recv_with_control(
         io_flags |= io::BLOCK;
     }
     let mut addr = SockAddr::default();
-    let mut ctl = MsgFds::default();
+    let mut kbuf = alloc::vec![0u8; room.min(MSG_CONTROL_MAX) as usize];
+    let mut rec = Box::new(MsgCtl {
+        buf: if kbuf.is_empty() {
+            0
+        } else {
+            host::buf_gpa(&kbuf)
+        },
+        len: kbuf.len() as u64,
+        ..MsgCtl::default()
+    });
     let r = host_transfer(p, bufs, false, |iov, _| {
-        host::msg_ctl(hfd, iov, Some(&mut addr), io_flags, Some(&mut ctl))
+        host::msg_ctl(hfd, iov, Some(&mut addr), io_flags, Some(&mut *rec))
     });
     if park && r == Err(Errno::EAGAIN) {
         // The handler's result is dropped: it runs again once woken.
@@ -259,57 +293,89 @@ pub fn recv_with_control(
     // which the host reports back in msg_flags: the program sees it only
     // if it asked for it, as on Linux.
     addr.pad = (addr.pad & !(MSG_CMSG_CLOEXEC as u32)) | (flags & MSG_CMSG_CLOEXEC) as u32;
-    let count = (ctl.count as usize).min(MSG_MAX_FDS);
-    // SCM_CREDENTIALS first, as Linux puts it.
-    let mut out = Vec::new();
-    if sys_ucred::passcred(hfd) {
-        let cred = sys_ucred::received_cred(hfd)?;
-        let clen = CMSG_HDR + 12;
-        if (room as usize) < clen {
-            addr.pad |= MSG_CTRUNC;
-        } else {
-            out.extend_from_slice(&(clen as u64).to_le_bytes());
-            out.extend_from_slice(&SOL_SOCKET.to_le_bytes());
-            out.extend_from_slice(&SCM_CREDENTIALS.to_le_bytes());
-            out.extend_from_slice(&cred.bytes());
-            out.resize(clen.next_multiple_of(8), 0);
-        }
-    }
-    // How many fds fit the rest.
-    let fit = (room as usize)
-        .saturating_sub(out.len())
-        .saturating_sub(CMSG_HDR)
-        / 4;
-    let keep = count.min(fit);
-    let mut fds = Vec::with_capacity(keep);
-    for i in 0..count {
-        let file = received_file(ctl.fds[i], ctl.flags[i], ctl.modes[i]);
-        if i < keep {
-            let cloexec = flags & MSG_CMSG_CLOEXEC != 0;
-            fds.push(p.files.insert(file, cloexec)? as i32);
-        }
-    }
-    if ctl.truncated != 0 || keep < count {
+    let used = (rec.len as usize).min(kbuf.len());
+    let (used, truncated) = translate(p, hfd, &mut kbuf[..used], &rec, flags)?;
+    if truncated {
         addr.pad |= MSG_CTRUNC;
     }
-    if keep > 0 {
-        let clen = CMSG_HDR + 4 * keep;
-        out.extend_from_slice(&(clen as u64).to_le_bytes());
-        out.extend_from_slice(&SOL_SOCKET.to_le_bytes());
-        out.extend_from_slice(&SCM_RIGHTS.to_le_bytes());
-        for fd in &fds {
-            out.extend_from_slice(&fd.to_le_bytes());
-        }
-        out.resize(out.len().next_multiple_of(8), 0);
+    if used > 0 {
+        uaccess::copy_out(&mut p.mm, control, &kbuf[..used])?;
     }
-    if out.is_empty() {
-        uaccess::write(&mut p.mm, msg_va + 40, &0u64)?;
-        return Ok((n, addr));
-    }
-    let used = (out.len() as u64).min(room);
-    uaccess::copy_out(&mut p.mm, control, &out[..used as usize])?;
-    uaccess::write(&mut p.mm, msg_va + 40, &used)?;
+    uaccess::write(&mut p.mm, msg_va + 40, &(used as u64))?;
     Ok((n, addr))
+}
+
+/// Turns the control data the host received (`buf`, with the VMM's
+/// record `rec`) into the program's: each `SCM_RIGHTS` fd installed,
+/// `SCM_CREDENTIALS` naming the sender as the guest knows it. Returns
+/// the bytes to hand over and whether fds were lost on the way (no fd
+/// left in the table: the message ends at the last one installed, as
+/// Linux ends it, and `MSG_CTRUNC` says so).
+fn translate(
+    p: &mut Process,
+    hfd: i32,
+    buf: &mut [u8],
+    rec: &MsgCtl,
+    flags: u64,
+) -> Result<(usize, bool), Errno> {
+    let headers: Vec<_> = Walk::received(buf).filter_map(Result::ok).collect();
+    let adopted = (rec.fds as usize).min(MSG_MAX_FDS);
+    let cloexec = flags & MSG_CMSG_CLOEXEC != 0;
+    let mut info = 0usize;
+    // Where the data handed over ends, once an fd was lost.
+    let mut cut: Option<usize> = None;
+    for h in headers {
+        let data = h.data(buf.len());
+        match (h.level, h.kind) {
+            (SOL_SOCKET, SCM_CREDENTIALS) => {
+                let cred = sys_ucred::received_cred(hfd)?.bytes();
+                let k = data.len().min(cred.len());
+                buf[data.start..data.start + k].copy_from_slice(&cred[..k]);
+            }
+            (SOL_SOCKET, SCM_RIGHTS) => {
+                let mut installed = 0usize;
+                let mut lost = cut.is_some();
+                for i in 0..data.len() / 4 {
+                    let o = data.start + 4 * i;
+                    let v = i32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+                    // Every fd the VMM adopted becomes a file, so that one
+                    // not installed closes.
+                    let file = (v >= 0 && info < adopted).then(|| {
+                        info += 1;
+                        received_file(v, rec.flags[info - 1], rec.modes[info - 1])
+                    });
+                    let Some(file) = file.filter(|_| !lost) else {
+                        lost = true;
+                        continue;
+                    };
+                    match p.files.insert(file, cloexec) {
+                        Ok(fd) => {
+                            // At or before `o`, which was already read.
+                            let w = data.start + 4 * installed;
+                            buf[w..w + 4].copy_from_slice(&(fd as i32).to_le_bytes());
+                            installed += 1;
+                        }
+                        Err(_) => lost = true,
+                    }
+                }
+                if lost && cut.is_none() {
+                    // Linux's scm_detach_fds: a shorter message, or none.
+                    cut = Some(if installed == 0 {
+                        h.off
+                    } else {
+                        let clen = cmsg::len(4 * installed) as u64;
+                        buf[h.off..h.off + 8].copy_from_slice(&clen.to_le_bytes());
+                        (h.off + cmsg::space(4 * installed)).min(buf.len())
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(match cut {
+        Some(end) => (end, true),
+        None => (buf.len(), false),
+    })
 }
 
 /// The open file for host fd `hfd` the VMM adopted: the sender's own if

@@ -8,7 +8,7 @@ use alloc::sync::Arc;
 
 use qlib::io_abi::{SockAddr, fd as fdop, io, new};
 
-use super::rw::{UserBuf, host_transfer, user_iovec_array};
+use super::rw::{UserBuf, host_send, host_transfer, user_iovec_array};
 use crate::errno::{Errno, SysResult};
 use crate::fs::netlink::{self, Netlink};
 use crate::fs::{Backing, File, HostKind, O_NONBLOCK, O_RDWR, host};
@@ -388,7 +388,7 @@ pub fn setsockopt(p: &mut Process, a: &[u64; 6]) -> SysResult {
     uaccess::copy_in(&mut p.mm, a[3], &mut buf)?;
     let r = host::fd_op_buf(fdop::SETSOCKOPT, fd, a[1], a[2], &mut buf)?;
     if (a[1], a[2]) == (SOL_SOCKET, SO_PASSCRED) && buf.len() >= 4 {
-        ucred::set_passcred(fd, buf[..4] != [0; 4]);
+        ucred::set_passcred(fd);
     }
     Ok(r)
 }
@@ -457,7 +457,7 @@ fn send(
     }
     let mut addr = addr;
     let to = addr;
-    let r = host_transfer(p, bufs, true, |iov, _| {
+    let r = host_send(p, bufs, |iov, _| {
         host::msg(hfd, iov, addr.as_mut(), io_flags)
     });
     if r.is_ok() {
@@ -466,7 +466,8 @@ fn send(
     if park && r == Err(Errno::EAGAIN) {
         return park::wait_on(&[(hfd, park::POLLOUT)], park::deadline(None));
     }
-    if r.is_ok_and(|n| n > 0) {
+    // An empty datagram is news to a reader too.
+    if r.is_ok() {
         park::wake_readers_of_peer(hfd);
     }
     if r == Err(Errno::EPIPE) && flags & MSG_NOSIGNAL == 0 {
@@ -534,9 +535,11 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
         None
     };
     let ctl = super::sys_scm::control_to_send(p, a[1])?;
-    if !ctl.files.is_empty() {
+    // A netlink socket is the guest's own: what is not SOL_SOCKET is
+    // ignored there, as Linux ignores it.
+    if ctl.for_host() && nl(p, a[0]).is_none() {
         let (f, hfd) = sock(p, a[0])?;
-        let r = super::sys_scm::send_with_rights(p, &f, hfd, &bufs, addr, a[2], &ctl.files);
+        let r = super::sys_scm::send_with_control(p, &f, hfd, &bufs, addr, a[2], &ctl);
         if r.is_ok() {
             ucred::sent(
                 hfd,
@@ -549,8 +552,8 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     send(p, a[0], &bufs, addr, a[2], ctl.cred)
 }
 
-/// `recvmsg(fd, msg, flags)`; control messages are not passed (their
-/// length comes back 0).
+/// `recvmsg(fd, msg, flags)`; control messages as the host socket gives
+/// them (`sys_scm`), none from a netlink socket.
 pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     let name: u64 = uaccess::read(&mut p.mm, a[1])?;
     let iov: u64 = uaccess::read(&mut p.mm, a[1] + 16)?;

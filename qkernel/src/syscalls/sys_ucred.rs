@@ -62,7 +62,6 @@ const NOBODY: Ucred = Ucred {
 struct Sock {
     peer_cred: Option<Ucred>,
     sender: Option<Ucred>,
-    passcred: bool,
     listening: bool,
     /// The peer socket (host fd): the other end of a socketpair, or the
     /// guest socket found at the other end of a connection.
@@ -161,10 +160,12 @@ pub fn listening(p: &Process, hfd: i32) {
     }
 }
 
-/// `SO_PASSCRED` set on `hfd` (a socket the table did not hold yet, one
-/// received from outside say, joins it).
-pub fn set_passcred(hfd: i32, on: bool) {
-    SOCKS.lock().entry(hfd).or_default().passcred = on;
+/// `SO_PASSCRED` set on `hfd`: a socket the table did not hold yet (one
+/// received from outside, say) joins it. The host socket has the option
+/// too, so the host writes the `SCM_CREDENTIALS` messages, whose data the
+/// guest replaces (`sys_scm`).
+pub fn set_passcred(hfd: i32) {
+    SOCKS.lock().entry(hfd).or_default();
 }
 
 /// Data went out on `hfd` from `cred` (to `to`, for an unconnected
@@ -192,11 +193,6 @@ pub fn closed(hfd: i32) {
             }
         }
     }
-}
-
-/// Whether `hfd` is a guest Unix socket with `SO_PASSCRED` set.
-pub fn passcred(hfd: i32) -> bool {
-    SOCKS.lock().get(&hfd).is_some_and(|s| s.passcred)
 }
 
 fn ask_host(hfd: i32) -> Result<UnixPeer, Errno> {

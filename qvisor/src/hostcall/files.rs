@@ -377,7 +377,26 @@ impl HostCalls<'_> {
                 }
             }
             pathop::TRUNCATE => {
-                let fd = self.root.open_at(path, libc::O_WRONLY, 0).map_err(err)?;
+                // Linux truncates regular files only, without opening
+                // them: a FIFO must not block here nor see a writer come
+                // and go. O_NONBLOCK covers one swapped in meanwhile.
+                let obj = self.root.object(path, false).map_err(err)?;
+                // SAFETY: `stat` is plain data; fstat fills it.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: valid O_PATH fd and a stat buffer of ours.
+                if unsafe { libc::fstat(obj.as_raw_fd(), &mut st) } < 0 {
+                    return Err(err(libc::EIO));
+                }
+                match st.st_mode & libc::S_IFMT {
+                    libc::S_IFREG => {}
+                    libc::S_IFDIR => return Err(err(libc::EISDIR)),
+                    _ => return Err(err(libc::EINVAL)),
+                }
+                let flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+                let fd = self.root.open_at(path, flags, 0).map_err(|e| match e {
+                    libc::ENXIO => err(libc::EINVAL),
+                    e => err(e),
+                })?;
                 // SAFETY: valid fd.
                 ret(unsafe { libc::ftruncate(fd.as_raw_fd(), a[3] as i64) } as i64)
             }

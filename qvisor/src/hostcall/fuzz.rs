@@ -101,6 +101,62 @@ fn any(r: &mut Rng) -> u64 {
     }
 }
 
+/// Writes a `MsgCtl` record at `at` and a control buffer after it: a
+/// few messages, well formed or not; returns `at` (or a wild address).
+fn control(ram: &GuestRam, r: &mut Rng, pool: &[u64], at: u64) -> u64 {
+    if r.chance(10) {
+        return gpa(r); // the record itself anywhere
+    }
+    let mut b = Vec::new();
+    for _ in 0..r.below(4) {
+        let (level, kind) = [
+            (libc::SOL_SOCKET, libc::SCM_RIGHTS),
+            (libc::SOL_SOCKET, libc::SCM_CREDENTIALS),
+            (libc::SOL_SOCKET, libc::SO_MARK),
+            (libc::SOL_SOCKET, r.below(100) as i32),
+            (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT),
+            (libc::IPPROTO_IPV6, libc::IPV6_HOPOPTS),
+            (libc::IPPROTO_IP, libc::IP_TTL),
+            (libc::IPPROTO_IP, libc::IP_RETOPTS),
+            (r.below(300) as i32, r.below(100) as i32),
+        ][r.below(9) as usize];
+        let n = r.below(6) as usize;
+        let mut data = Vec::new();
+        for i in 0..n {
+            let v = if kind == libc::SCM_RIGHTS && r.below(4) != 0 {
+                pool.get(i % pool.len().max(1))
+                    .map_or(i as i32, |&v| v as i32)
+            } else {
+                r.next() as i32
+            };
+            data.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut len = 16 + data.len() as u64;
+        if r.chance(6) {
+            len = [0, 8, 15, 4096, u64::MAX, len + 1][r.below(6) as usize];
+        }
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&level.to_le_bytes());
+        b.extend_from_slice(&kind.to_le_bytes());
+        b.extend_from_slice(&data);
+        b.resize(b.len().next_multiple_of(8), 0);
+    }
+    let buf_at = at + size_of::<qlib::io_abi::MsgCtl>() as u64;
+    ram.write_bytes(buf_at, &b).expect("craft area in RAM");
+    let c = qlib::io_abi::MsgCtl {
+        buf: if r.chance(8) { gpa(r) } else { buf_at },
+        len: match r.below(8) {
+            0 => len(r),
+            1 => b.len().saturating_sub(r.below(8) as usize) as u64,
+            2 => 64 << 10,
+            _ => b.len() as u64,
+        },
+        ..Default::default()
+    };
+    ram.write(at, c).expect("craft area in RAM");
+    at
+}
+
 /// The fuzzed sandbox's state outside the dispatcher.
 struct Guest {
     /// Host fds the dispatcher handed out.
@@ -365,30 +421,20 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
             if r.chance(4) {
                 a[4] |= r.next() & 0xffff_ffff_0000_0000; // MSG_* flags
             }
-            // SCM_RIGHTS records: mostly none, sometimes crafted (fds of
-            // the sandbox or not, any count), sometimes a wild address.
-            // Chosen from a value already drawn (`a[5]`'s own random), so
-            // the rest of the seed's stream stays what it was.
-            // A receive only gets room (harmless); a send with a record
-            // that may fail is rare, so the few sends that can succeed in
-            // a seed still do.
+            // Control records: mostly none, sometimes crafted (a cmsghdr
+            // list of SCM_RIGHTS with fds of the sandbox or not, IP and
+            // IPv6 messages, refused ones, bad lengths; any room), sometimes
+            // a wild address. Crafted from a generator seeded by a value
+            // already drawn (`a[5]`'s own random), so the rest of the
+            // seed's stream stays what it was. A receive only gets room
+            // (harmless); a send with a record that may fail is rare, so
+            // the few sends that can succeed in a seed still do.
             let pick = a[5] % 64;
             let write = a[4] & io::WRITE != 0;
             a[5] = match (write, pick) {
                 (false, 0..=15) | (true, 0) => {
-                    let mut c = qlib::io_abi::MsgFds {
-                        count: (pick as u32 * 7) % (qlib::io_abi::MSG_MAX_FDS as u32 + 2),
-                        ..Default::default()
-                    };
                     let pool: Vec<u64> = g.socks.iter().chain(&g.fds).copied().collect();
-                    for (i, fd) in c.fds.iter_mut().enumerate() {
-                        *fd = pool
-                            .get(i % pool.len().max(1))
-                            .map_or(i as i32, |&v| v as i32);
-                    }
-                    let at = CRAFT + 0x2000;
-                    ram.write(at, c).expect("craft area in RAM");
-                    at
+                    control(ram, &mut Rng(a[5]), &pool, CRAFT + 0x2000)
                 }
                 (true, 1) => a[5] | 0x1000_0000_0000,
                 _ => 0,

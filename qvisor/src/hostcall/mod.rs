@@ -7,6 +7,7 @@ mod deferred;
 mod fds;
 mod fifo;
 mod files;
+mod msgctl;
 mod net;
 mod netfile;
 mod netifs;

@@ -3,7 +3,7 @@
 //! process's network namespace; `AF_UNIX` addresses are translated by
 //! `unix` (paths resolved inside the rootfs, abstract names tagged).
 
-use qlib::io_abi::{MSG_MAX_FDS, MsgFds, SockAddr, fd as fdop, io, new};
+use qlib::io_abi::{SockAddr, fd as fdop, io, new};
 
 use super::HostCalls;
 use super::sys::{err, owned, ret};
@@ -13,6 +13,8 @@ const EFAULT: i64 = err(libc::EFAULT);
 const EINVAL: i64 = err(libc::EINVAL);
 /// Longest socket option value passed through.
 const MAX_OPT: u64 = 256;
+/// `SO_PASSPIDFD`, `SO_PEERPIDFD`.
+const PIDFD_OPTS: [i32; 2] = [76, 77];
 /// Type bits the guest keeps for itself.
 const TYPE_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
 
@@ -79,6 +81,12 @@ impl HostCalls<'_> {
                 let mut val = vec![0u8; a[5].min(MAX_OPT) as usize];
                 let mut len = val.len() as libc::socklen_t;
                 let (level, name) = (a[2] as i32, a[3] as i32);
+                if level == libc::SOL_SOCKET && PIDFD_OPTS.contains(&name) {
+                    // Host pidfds (as an answer, or with every message
+                    // received) would be fds the VMM never handed out:
+                    // the answer of a kernel before 6.5.
+                    return Err(err(libc::ENOPROTOOPT));
+                }
                 if a[0] == fdop::SETSOCKOPT {
                     self.ram.read_bytes(a[4], &mut val).map_err(|_| EFAULT)?;
                     // SAFETY: `val` holds `len` bytes.
@@ -231,28 +239,21 @@ impl HostCalls<'_> {
         };
         let write = flags & io::WRITE != 0;
         let mut msg_flags = ((flags >> 32) as i32) & !libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        // SCM_RIGHTS: the fds to send (checked as the sandbox's), or room
-        // for the ones received (close-on-exec in the VMM).
-        let mut cbuf = [0u64; 16];
-        let mut send_fds = Vec::new();
-        if ctl_gpa != 0 {
-            if write {
-                let Ok(c) = self.ram.read::<MsgFds>(ctl_gpa) else {
-                    return EFAULT;
-                };
-                let n = c.count as usize;
-                if n == 0 || n > MSG_MAX_FDS {
-                    return err(libc::EINVAL);
-                }
-                for &g in &c.fds[..n] {
-                    match self.fds.check(g as u64) {
-                        Ok(real) => send_fds.push(real),
-                        Err(e) => return e,
-                    }
-                }
-            } else {
-                msg_flags |= libc::MSG_CMSG_CLOEXEC;
-            }
+        // Control data: the checked messages to send, or room for the
+        // ones received (their fds close-on-exec in the VMM).
+        let mut control = match (ctl_gpa, write) {
+            (0, _) => None,
+            (g, true) => match self.control_to_send(g) {
+                Ok(c) => Some(c),
+                Err(e) => return e,
+            },
+            (g, false) => match self.control_room(g) {
+                Ok(c) => Some(c),
+                Err(e) => return e,
+            },
+        };
+        if ctl_gpa != 0 && !write {
+            msg_flags |= libc::MSG_CMSG_CLOEXEC;
         }
         // A destination names an existing socket, as `connect` does; its
         // host address stays valid (`_keep`) until the send is done.
@@ -275,32 +276,17 @@ impl HostCalls<'_> {
             hdr.msg_name = a.bytes.as_mut_ptr().cast();
             hdr.msg_namelen = if write { a.len } else { a.bytes.len() as u32 };
         }
-        if ctl_gpa != 0 {
-            let room = if write { send_fds.len() } else { MSG_MAX_FDS };
-            // SAFETY: CMSG_SPACE is arithmetic.
-            let space = unsafe { libc::CMSG_SPACE((4 * room) as u32) } as usize;
-            debug_assert!(space <= size_of_val(&cbuf));
-            hdr.msg_control = cbuf.as_mut_ptr().cast();
-            hdr.msg_controllen = space;
-            if write {
-                // SAFETY: the header's control buffer is ours and holds
-                // one cmsghdr with `room` fds (CMSG_SPACE above).
-                unsafe {
-                    let cm = libc::CMSG_FIRSTHDR(&hdr);
-                    (*cm).cmsg_level = libc::SOL_SOCKET;
-                    (*cm).cmsg_type = libc::SCM_RIGHTS;
-                    (*cm).cmsg_len = libc::CMSG_LEN((4 * room) as u32) as usize;
-                    let data = libc::CMSG_DATA(cm).cast::<i32>();
-                    for (i, &f) in send_fds.iter().enumerate() {
-                        data.add(i).write_unaligned(f);
-                    }
-                }
-            }
+        let room = control.as_ref().map_or(0, Vec::len);
+        if let Some(c) = control.as_mut().filter(|c| !c.is_empty()) {
+            hdr.msg_control = c.as_mut_ptr().cast();
         }
         let events = if write { libc::POLLOUT } else { libc::POLLIN };
         let n = self.blocking(fd, events, flags & io::BLOCK != 0, || {
+            // A failed try may have left it changed.
+            hdr.msg_controllen = room;
             // SAFETY: `hdr` points at checked guest iovecs (guest RAM stays
-            // mapped) and at our address buffer; no control data.
+            // mapped), at our address buffer and at our control buffer of
+            // `room` bytes (or none).
             ret(unsafe {
                 if write {
                     libc::sendmsg(fd, &hdr, msg_flags)
@@ -309,7 +295,13 @@ impl HostCalls<'_> {
                 }
             } as i64)
         });
-        if n >= 0 && !write && ctl_gpa != 0 && self.received_fds(&hdr, ctl_gpa).is_err() {
+        if n >= 0
+            && !write
+            && let Some(c) = control.as_mut()
+            && self
+                .control_received(c, hdr.msg_controllen, ctl_gpa)
+                .is_err()
+        {
             return EFAULT;
         }
         if n >= 0
@@ -326,57 +318,6 @@ impl HostCalls<'_> {
             }
         }
         n
-    }
-
-    /// Adopts the fds an `SCM_RIGHTS` message brought and tells the guest
-    /// (a [`MsgFds`] at `ctl_gpa`).
-    fn received_fds(&mut self, hdr: &libc::msghdr, ctl_gpa: u64) -> Result<(), ()> {
-        let mut out = MsgFds {
-            truncated: u32::from(hdr.msg_flags & libc::MSG_CTRUNC != 0),
-            ..MsgFds::default()
-        };
-        let mut got = Vec::new();
-        // SAFETY: `hdr` was filled by recvmsg over our control buffer; the
-        // CMSG macros walk it within msg_controllen.
-        unsafe {
-            let mut cm = libc::CMSG_FIRSTHDR(hdr);
-            while !cm.is_null() {
-                if (*cm).cmsg_level == libc::SOL_SOCKET && (*cm).cmsg_type == libc::SCM_RIGHTS {
-                    let head = libc::CMSG_LEN(0) as usize;
-                    let n = ((*cm).cmsg_len - head) / 4;
-                    let data = libc::CMSG_DATA(cm).cast::<i32>();
-                    for i in 0..n {
-                        got.push(data.add(i).read_unaligned());
-                    }
-                }
-                cm = libc::CMSG_NXTHDR(hdr, cm);
-            }
-        }
-        for raw in got {
-            // SAFETY: the kernel just gave us this fd.
-            let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-            let i = out.count as usize;
-            if i >= MSG_MAX_FDS {
-                out.truncated = 1;
-                continue; // dropped: closed
-            }
-            // SAFETY: valid fd; integer command.
-            let fl = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-            // SAFETY: `stat` is plain data; fstat fills it.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: valid fd and a stat buffer of ours.
-            unsafe { libc::fstat(raw, &mut st) };
-            let n = self.fds.adopt(fd);
-            if n < 0 {
-                out.truncated = 1;
-                continue;
-            }
-            out.fds[i] = n as i32;
-            out.flags[i] = fl as u32;
-            out.modes[i] = st.st_mode;
-            out.count += 1;
-        }
-        self.ram.write(ctl_gpa, out).map_err(|_| ())
     }
 
     /// `NewFd`: pipes, sockets, eventfds, timerfds, epoll instances, all
