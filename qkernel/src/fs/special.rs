@@ -79,9 +79,12 @@ pub enum Node {
 
 /// The symlinks runc makes in a container's `/dev` (`/dev/core` only
 /// when the host has `/proc/kcore`; the guest has none, so it is left
-/// out).
+/// out). A relative target is relative to `/dev`: `/dev/ptmx` is the
+/// devpts instance's `ptmx`, as in every container runc makes (the
+/// runtime spec's "dev symbolic links").
 const DEV_LINKS: &[(&str, &str)] = &[
     ("fd", "/proc/self/fd"),
+    ("ptmx", "pts/ptmx"),
     ("stdin", "/proc/self/fd/0"),
     ("stdout", "/proc/self/fd/1"),
     ("stderr", "/proc/self/fd/2"),
@@ -109,7 +112,8 @@ pub fn follow(p: &mut Process, node: &Node) -> Option<Target> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(Target::File),
         Node::Link(pid, which) => procpid::link(p, pid, which).map(Target::Path),
         Node::SelfLink(pid) => Some(Target::Path(alloc::format!("/proc/{pid}"))),
-        Node::DevLink(_, to) => Some(Target::Path(to.into())),
+        Node::DevLink(_, to) if to.starts_with('/') => Some(Target::Path(to.into())),
+        Node::DevLink(_, to) => Some(Target::Path(alloc::format!("/dev/{to}"))),
         _ => None,
     }
 }
@@ -160,7 +164,7 @@ pub fn lookup(path: &str) -> Node {
                 .iter()
                 .find(|l| l.0 == name)
                 .map_or(Node::Missing, |l| Node::DevLink(l.0, l.1)),
-            "ptmx" => Node::Device("ptmx", 5, 2),
+            "pts/ptmx" => Node::Device("ptmx", 5, 2),
             "tty" => Node::Device("tty", 5, 0),
             "pts" => Node::Dir("dev/pts"),
             "mqueue" => Node::Dir("dev/mqueue"),
@@ -262,7 +266,6 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
         "dev" => {
             v.extend(DEVICES.iter().map(|d| (d.0.to_string(), DT_CHR)));
             v.extend(DEV_LINKS.iter().map(|l| (l.0.to_string(), DT_LNK)));
-            v.push(("ptmx".into(), DT_CHR));
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
             v.push(("mqueue".into(), DT_DIR));
@@ -277,11 +280,14 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
             v.extend(procpid::pids().into_iter().map(|n| (n.to_string(), DT_DIR)));
         }
-        "dev/pts" => v.extend(
-            super::tty::numbers()
-                .into_iter()
-                .map(|n| (n.to_string(), DT_CHR)),
-        ),
+        "dev/pts" => {
+            v.push(("ptmx".into(), DT_CHR));
+            v.extend(
+                super::tty::numbers()
+                    .into_iter()
+                    .map(|n| (n.to_string(), DT_CHR)),
+            );
+        }
         "sys" => {}
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
