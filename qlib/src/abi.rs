@@ -11,7 +11,7 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 18;
+pub const ABI_VERSION: u64 = 19;
 
 /// Most extra fds one `Call::Close` closes.
 pub const MAX_CLOSE_BATCH: u64 = 64;
@@ -477,9 +477,20 @@ pub struct BootInfo {
     /// NUL-terminated `sys/a/b=value` strings (the key's dots made
     /// slashes, under `/proc/`). Added in ABI version 15.
     pub sysctl: IoVec,
+    /// Mounts the runtime made inside the rootfs (the config's tmpfs and
+    /// bind mounts, masked and read-only paths) as `/proc/self/mountinfo`
+    /// shows them: NUL-terminated `mountpoint root fstype source options
+    /// super-options major:minor` records, fields octal-escaped as in
+    /// mountinfo, in mount order. Added in ABI version 19.
+    pub mounts: IoVec,
+    /// The config's `linux.devices`, which the guest serves under its own
+    /// `/dev`: NUL-terminated `path type major minor mode uid gid`
+    /// records (`type` one of `c`, `b`, `p`; `mode` the permission bits in
+    /// octal). Added in ABI version 19.
+    pub devices: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 368);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 400);
 
 /// Most supplementary groups [`Creds`] carries.
 pub const CREDS_MAX_GROUPS: usize = 64;

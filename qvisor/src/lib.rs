@@ -117,6 +117,12 @@ pub struct SandboxConfig {
     /// `linux.sysctl` entries the guest shows under `/proc/sys`, as
     /// `sys/a/b=value` (paths under `/proc/`).
     pub sysctl: Vec<String>,
+    /// Mountinfo records of the mounts the runtime made inside the rootfs
+    /// (`qlib::abi::BootInfo::mounts`), shown in the guest's mountinfo.
+    pub mounts: Vec<String>,
+    /// `linux.devices` records the guest serves under `/dev`
+    /// (`qlib::abi::BootInfo::devices`).
+    pub devices: Vec<String>,
 }
 
 /// Most vCPUs a sandbox has.
@@ -147,6 +153,8 @@ impl SandboxConfig {
             creds: None,
             no_new_privs: false,
             sysctl: Vec::new(),
+            mounts: Vec::new(),
+            devices: Vec::new(),
         }
     }
 }
@@ -210,6 +218,8 @@ impl Sandbox {
                 },
             creds: config.creds.as_ref().map(qlib::abi::Creds::to_bytes),
             sysctl: &config.sysctl,
+            mounts: &config.mounts,
+            devices: &config.devices,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

@@ -62,6 +62,10 @@ pub struct Plan {
     /// `linux.sysctl` for the guest's `/proc/sys`: `sys/a/b=value`.
     #[serde(default)]
     pub sysctl: Vec<String>,
+    /// `linux.devices` for the guest's `/dev`: `path type major minor
+    /// mode uid gid` records (`bundle::devices`).
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 /// The host's resources by Linux's number (`RLIMIT_CPU` 0 ..

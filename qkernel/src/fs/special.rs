@@ -75,6 +75,9 @@ pub enum Node {
     /// One of the symlinks runc makes in a container's `/dev`: (name,
     /// target), [`DEV_LINKS`].
     DevLink(&'static str, &'static str),
+    /// A device of the config's `linux.devices`, by its index
+    /// (`fs::config_dev`).
+    ConfigDev(u16),
 }
 
 /// The symlinks runc makes in a container's `/dev` (`/dev/core` only
@@ -179,10 +182,10 @@ pub fn lookup(path: &str) -> Node {
                 // bind mounts there (Kubernetes' /dev/termination-log).
                 // The sandbox's root is mounted nodev, so a device node in
                 // an image opens no host device.
-                None => DEVICES
-                    .iter()
-                    .find(|d| d.0 == name)
-                    .map_or(Node::Host, |d| Node::Device(d.0, d.1, d.2)),
+                None => match DEVICES.iter().find(|d| d.0 == name) {
+                    Some(d) => Node::Device(d.0, d.1, d.2),
+                    None => super::config_dev::find(path).map_or(Node::Host, Node::ConfigDev),
+                },
             },
         };
     }
@@ -269,6 +272,11 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
             v.push(("mqueue".into(), DT_DIR));
+            v.extend(super::config_dev::all().filter_map(|d| {
+                let name = d.path.strip_prefix("/dev/")?;
+                let own = DEVICES.iter().any(|k| k.0 == name);
+                (!name.contains('/') && !own).then(|| (name.to_string(), d.dirent_type()))
+            }));
         }
         // The message queues' names (their own stat is not kept).
         "dev/mqueue" => v.extend(super::mqueue::names().into_iter().map(|n| (n, DT_REG))),
@@ -335,6 +343,7 @@ pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<
         Node::Device("ptmx", ..) => return super::tty_ioctl::open_ptmx(flags),
         Node::Device("tty", ..) => return super::tty_ioctl::open_tty(flags),
         Node::Pts(n) => return super::tty_ioctl::open_pts(*n, flags),
+        Node::ConfigDev(_) => return Err(Errno::ENXIO),
         Node::Device("null", ..) => Special::Null,
         Node::Device("zero", ..) => Special::Zero,
         Node::Device("full", ..) => Special::Full,
@@ -403,6 +412,17 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         Node::DevLink(name, to) => {
             let i = DEV_LINKS.iter().position(|l| l.0 == *name).unwrap_or(0) as u64;
             synthetic_statx(S_IFLNK | 0o777, to.len() as u64, (0, 0), 0x500 + i, ids)
+        }
+        Node::ConfigDev(i) => {
+            let d = super::config_dev::get(*i).ok_or(Errno::ENOENT)?;
+            let (uid, gid) = d.owner;
+            synthetic_statx(
+                d.kind | d.perm,
+                0,
+                d.rdev,
+                0x600 + u64::from(*i),
+                [uid, uid, gid, gid],
+            )
         }
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })

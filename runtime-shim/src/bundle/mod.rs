@@ -13,6 +13,7 @@
 //! and run by `crate::hooks`.
 
 mod checks;
+mod devices;
 pub use checks::bad_env_entry;
 #[cfg(test)]
 mod fuzz;
@@ -214,6 +215,7 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         rlimits: rlimits(spec)?,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
         sysctl: sysctls(spec, &namespaces)?,
+        devices: devices::plan(spec)?,
     })
 }
 

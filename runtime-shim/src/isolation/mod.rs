@@ -17,6 +17,7 @@
 //! ```
 
 pub mod loopback;
+pub mod mountinfo;
 pub mod namespaces;
 pub mod privileges;
 pub mod rootfs;
@@ -236,6 +237,8 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.creds = Some(plan.guest_creds());
     config.no_new_privs = plan.no_new_privs;
     config.sysctl = plan.sysctl.clone();
+    config.devices = plan.devices.clone();
+    config.mounts = mountinfo::own();
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {
