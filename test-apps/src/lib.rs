@@ -41,6 +41,8 @@ pub const ALL: &[&str] = &[
     "cloneshare_glibc",
     "creds",
     "devshm",
+    // linux.devices, /dev/ptmx and the config's mounts in mountinfo (oci_dev).
+    "ocidevs",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.
@@ -109,6 +111,8 @@ pub const ALL: &[&str] = &[
     // Job control: stopped and continued children, waits, SIGHUP on
     // hang-up (jobctl.rs).
     "jobctl",
+    // getdents, utime, utimes, futimesat: old calls (compat_static).
+    "legacy_calls",
     "malloc_stress",
     // POSIX message queues (linux_surface.rs).
     "mqnotify",
