@@ -488,9 +488,13 @@ pub struct BootInfo {
     /// records (`type` one of `c`, `b`, `p`; `mode` the permission bits in
     /// octal). Added in ABI version 19.
     pub devices: IoVec,
+    /// A user namespace's mappings as `/proc/PID/uid_map` and `gid_map`
+    /// show them: two NUL-terminated texts (uid then gid); `len` 0 for
+    /// the initial namespace's identity map. Added in ABI version 19.
+    pub id_maps: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 400);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 416);
 
 /// Most supplementary groups [`Creds`] carries.
 pub const CREDS_MAX_GROUPS: usize = 64;

@@ -45,6 +45,8 @@ pub struct Program<'a> {
     pub mounts: &'a [String],
     /// `linux.devices` records (`BootInfo::devices`).
     pub devices: &'a [String],
+    /// `uid_map` and `gid_map` texts, or none (`BootInfo::id_maps`).
+    pub id_maps: &'a [String],
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -161,6 +163,7 @@ fn boot_data_size(program: &Program<'_>) -> u64 {
         strings(program.sysctl),
         strings(program.mounts),
         strings(program.devices),
+        strings(program.id_maps),
     ]
     .iter()
     .map(|n| n.next_multiple_of(PAGE_SIZE))
@@ -251,7 +254,8 @@ pub fn write_boot_info(
     let sysctl = join(program.sysctl);
     let mounts = join(program.mounts);
     let devices = join(program.devices);
-    let parts: [&[u8]; 11] = [
+    let id_maps = join(program.id_maps);
+    let parts: [&[u8]; 12] = [
         &argv,
         &envp,
         &execfn,
@@ -263,6 +267,7 @@ pub fn write_boot_info(
         &sysctl,
         &mounts,
         &devices,
+        &id_maps,
     ];
     let total: u64 = parts
         .iter()
@@ -296,6 +301,7 @@ pub fn write_boot_info(
     let sysctl_v = place(&sysctl)?;
     let mounts_v = place(&mounts)?;
     let devices_v = place(&devices)?;
+    let id_maps_v = place(&id_maps)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -330,6 +336,7 @@ pub fn write_boot_info(
         sysctl: sysctl_v,
         mounts: mounts_v,
         devices: devices_v,
+        id_maps: id_maps_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

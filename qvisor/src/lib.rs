@@ -123,6 +123,9 @@ pub struct SandboxConfig {
     /// `linux.devices` records the guest serves under `/dev`
     /// (`qlib::abi::BootInfo::devices`).
     pub devices: Vec<String>,
+    /// A user namespace's `uid_map` and `gid_map` texts (empty: the
+    /// identity map), `qlib::abi::BootInfo::id_maps`.
+    pub id_maps: Vec<String>,
 }
 
 /// Most vCPUs a sandbox has.
@@ -155,6 +158,7 @@ impl SandboxConfig {
             sysctl: Vec::new(),
             mounts: Vec::new(),
             devices: Vec::new(),
+            id_maps: Vec::new(),
         }
     }
 }
@@ -220,6 +224,7 @@ impl Sandbox {
             sysctl: &config.sysctl,
             mounts: &config.mounts,
             devices: &config.devices,
+            id_maps: &config.id_maps,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

@@ -182,6 +182,8 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    // A container in a user namespace of its own (oci_userns).
+    "userns",
     // A vfork child on its parent's memory (processes.rs).
     "vdso",
     "vdso_dyn",
