@@ -25,6 +25,9 @@ use common::{assert_same, require_kvm};
 
 const HOST_BASE: u32 = 100_000;
 
+/// A change to a bundle's config.
+type Edit<'a> = Box<dyn Fn(&mut serde_json::Value) + 'a>;
+
 #[test]
 fn user_namespace_mappings_as_under_runc() {
     if !require_kvm() {
@@ -141,7 +144,7 @@ fn bad_mappings_are_refused() {
         return;
     }
     let map = serde_json::json!([{"containerID": 0, "hostID": HOST_BASE, "size": 10}]);
-    let cases: [(&str, Box<dyn Fn(&mut serde_json::Value)>); 3] = [
+    let cases: [(&str, Edit); 3] = [
         (
             "mappings without a user namespace",
             Box::new(|c| {
