@@ -54,7 +54,13 @@ fn config_devices_and_mounts_as_under_runc() {
     let prog = test_apps::path("ocidevs");
     let shared = b.0.join("shared-src");
     std::fs::create_dir_all(&shared).expect("mkdir");
-    let devices = ["/dev/test1", "/dev/test2", "/dev/test3", "/dev/net/tun"];
+    let devices = [
+        "/dev/test1",
+        "/dev/test2",
+        "/dev/test3",
+        "/dev/net/tun",
+        "/dev/tty",
+    ];
     let mut args = vec!["/ocidevs"];
     args.extend(devices);
     bundle(&b.0, &[("/ocidevs", &prog)], &args, |c| {
@@ -65,6 +71,7 @@ fn config_devices_and_mounts_as_under_runc() {
              "fileMode": 0o640, "uid": 1, "gid": 2},
             {"path": "/dev/test3", "type": "p", "major": 8, "minor": 666, "fileMode": 0o600},
             {"path": "/dev/net/tun", "type": "c", "major": 10, "minor": 200},
+            {"path": "/dev/tty", "type": "c", "major": 5, "minor": 0, "fileMode": 0o666},
         ]);
         let mounts = c["mounts"].as_array_mut().expect("mounts");
         mounts.push(serde_json::json!({

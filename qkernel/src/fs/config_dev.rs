@@ -79,3 +79,35 @@ pub fn find(path: &str) -> Option<u16> {
 pub fn get(i: u16) -> Option<Device> {
     all().nth(usize::from(i))
 }
+
+/// The directory `path` (normalised, absolute, under `/dev`) when a
+/// config device lies below it (`/dev/net` for `/dev/net/tun`), as the
+/// `Node::Dir` name (`dev/net`).
+pub fn dir(path: &str) -> Option<&'static str> {
+    all().find_map(|d| {
+        let rest = d.path.strip_prefix(path)?;
+        rest.starts_with('/').then(|| &d.path[1..path.len()])
+    })
+}
+
+/// The entries the config's devices make in directory `which` (`dev`,
+/// `dev/net` …): (name, `DT_*` type), a directory once.
+pub fn children(which: &str) -> alloc::vec::Vec<(alloc::string::String, u8)> {
+    let mut v: alloc::vec::Vec<(alloc::string::String, u8)> = alloc::vec::Vec::new();
+    for d in all() {
+        let Some(rest) = d.path[1..]
+            .strip_prefix(which)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            continue;
+        };
+        let entry = match rest.split_once('/') {
+            Some((sub, _)) => (sub.into(), 4),
+            None => (rest.into(), d.dirent_type()),
+        };
+        if !v.contains(&entry) {
+            v.push(entry);
+        }
+    }
+    v
+}

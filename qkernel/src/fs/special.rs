@@ -184,7 +184,10 @@ pub fn lookup(path: &str) -> Node {
                 // an image opens no host device.
                 None => match DEVICES.iter().find(|d| d.0 == name) {
                     Some(d) => Node::Device(d.0, d.1, d.2),
-                    None => super::config_dev::find(path).map_or(Node::Host, Node::ConfigDev),
+                    None => super::config_dev::find(path)
+                        .map(Node::ConfigDev)
+                        .or_else(|| super::config_dev::dir(path).map(Node::Dir))
+                        .unwrap_or(Node::Host),
                 },
             },
         };
@@ -272,11 +275,19 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
             v.push(("mqueue".into(), DT_DIR));
-            v.extend(super::config_dev::all().filter_map(|d| {
-                let name = d.path.strip_prefix("/dev/")?;
-                let own = DEVICES.iter().any(|k| k.0 == name);
-                (!name.contains('/') && !own).then(|| (name.to_string(), d.dirent_type()))
-            }));
+            // The config's devices (and directories of nested ones) but
+            // for the names the kernel serves itself (a config may list
+            // /dev/tty).
+            v.extend(
+                super::config_dev::children("dev")
+                    .into_iter()
+                    .filter(|(name, _)| {
+                        matches!(
+                            lookup(&alloc::format!("/dev/{name}")),
+                            Node::ConfigDev(_) | Node::Dir(_)
+                        ) && !matches!(name.as_str(), "pts" | "mqueue")
+                    }),
+            );
         }
         // The message queues' names (their own stat is not kept).
         "dev/mqueue" => v.extend(super::mqueue::names().into_iter().map(|n| (n, DT_REG))),
@@ -297,6 +308,7 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             );
         }
         "sys" => {}
+        dir if dir.starts_with("dev/") => v.extend(super::config_dev::children(dir)),
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
             v.extend(
