@@ -9,7 +9,9 @@
 //!                                    hostname, mounts (rootfs.rs)
 //!   prestart, createRuntime <─────── "hooks" (only when there are any)
 //!   hooks, then "go" ─────────────>  createContainer hooks, pivot_root,
-//!                                    ids, capabilities, no_new_privs
+//!                                    /dev/kvm; a user namespace:
+//!   write uid_map, gid_map <──────── "userns" (userns.rs)
+//!   then "go" ────────────────────>  ids, capabilities, no_new_privs
 //!   read "ok" / "error: …" <──────── report on the sync pipe, close it
 //!   state.json, pid file, exit      open exec.fifo for writing (blocks)
 //! start: read exec.fifo ──────────>  seccomp, Sandbox::run(...)
