@@ -479,9 +479,24 @@ pub struct BootInfo {
     /// NUL-terminated `sys/a/b=value` strings (the key's dots made
     /// slashes, under `/proc/`). Added in ABI version 15.
     pub sysctl: IoVec,
+    /// Mounts the runtime made inside the rootfs (the config's tmpfs and
+    /// bind mounts, masked and read-only paths) as `/proc/self/mountinfo`
+    /// shows them: NUL-terminated `mountpoint root fstype source options
+    /// super-options major:minor` records, fields octal-escaped as in
+    /// mountinfo, in mount order. Added in ABI version 19.
+    pub mounts: IoVec,
+    /// The config's `linux.devices`, which the guest serves under its own
+    /// `/dev`: NUL-terminated `path type major minor mode uid gid`
+    /// records (`type` one of `c`, `b`, `p`; `mode` the permission bits in
+    /// octal). Added in ABI version 19.
+    pub devices: IoVec,
+    /// A user namespace's mappings as `/proc/PID/uid_map` and `gid_map`
+    /// show them: two NUL-terminated texts (uid then gid); `len` 0 for
+    /// the initial namespace's identity map. Added in ABI version 19.
+    pub id_maps: IoVec,
 }
 
-const _: () = assert!(core::mem::size_of::<BootInfo>() == 368);
+const _: () = assert!(core::mem::size_of::<BootInfo>() == 416);
 
 /// Most supplementary groups [`Creds`] carries.
 pub const CREDS_MAX_GROUPS: usize = 64;

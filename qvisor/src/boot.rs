@@ -41,6 +41,12 @@ pub struct Program<'a> {
     pub creds: Option<[u8; core::mem::size_of::<qlib::abi::Creds>()]>,
     /// `sys/a/b=value` strings for the guest's `/proc/sys`.
     pub sysctl: &'a [String],
+    /// Mountinfo records of the mounts inside the rootfs (`BootInfo::mounts`).
+    pub mounts: &'a [String],
+    /// `linux.devices` records (`BootInfo::devices`).
+    pub devices: &'a [String],
+    /// `uid_map` and `gid_map` texts, or none (`BootInfo::id_maps`).
+    pub id_maps: &'a [String],
 }
 
 /// Guest kernel log level forwarded to the host: 0 = off .. 5 = trace.
@@ -155,6 +161,9 @@ fn boot_data_size(program: &Program<'_>) -> u64 {
         program.seccomp.len() as u64,
         program.creds.map_or(0, |c| c.len() as u64),
         strings(program.sysctl),
+        strings(program.mounts),
+        strings(program.devices),
+        strings(program.id_maps),
     ]
     .iter()
     .map(|n| n.next_multiple_of(PAGE_SIZE))
@@ -243,7 +252,10 @@ pub fn write_boot_info(
     let exe = program.exe.as_bytes();
     let creds: &[u8] = program.creds.as_ref().map_or(&[], |c| c.as_slice());
     let sysctl = join(program.sysctl);
-    let parts: [&[u8]; 9] = [
+    let mounts = join(program.mounts);
+    let devices = join(program.devices);
+    let id_maps = join(program.id_maps);
+    let parts: [&[u8]; 12] = [
         &argv,
         &envp,
         &execfn,
@@ -253,6 +265,9 @@ pub fn write_boot_info(
         program.seccomp,
         creds,
         &sysctl,
+        &mounts,
+        &devices,
+        &id_maps,
     ];
     let total: u64 = parts
         .iter()
@@ -284,6 +299,9 @@ pub fn write_boot_info(
     let seccomp_v = place(program.seccomp)?;
     let creds_v = place(creds)?;
     let sysctl_v = place(&sysctl)?;
+    let mounts_v = place(&mounts)?;
+    let devices_v = place(&devices)?;
+    let id_maps_v = place(&id_maps)?;
     let stdio = crate::stdio::facts();
     let mut seed = [0u64; 4];
     for s in &mut seed {
@@ -316,6 +334,9 @@ pub fn write_boot_info(
         flags: program.flags,
         creds: creds_v,
         sysctl: sysctl_v,
+        mounts: mounts_v,
+        devices: devices_v,
+        id_maps: id_maps_v,
     };
     ram.write(BOOT_INFO_GPA, info)
         .map_err(|_| VmmError::KernelImage("boot info outside guest RAM"))

@@ -117,6 +117,15 @@ pub struct SandboxConfig {
     /// `linux.sysctl` entries the guest shows under `/proc/sys`, as
     /// `sys/a/b=value` (paths under `/proc/`).
     pub sysctl: Vec<String>,
+    /// Mountinfo records of the mounts the runtime made inside the rootfs
+    /// (`qlib::abi::BootInfo::mounts`), shown in the guest's mountinfo.
+    pub mounts: Vec<String>,
+    /// `linux.devices` records the guest serves under `/dev`
+    /// (`qlib::abi::BootInfo::devices`).
+    pub devices: Vec<String>,
+    /// A user namespace's `uid_map` and `gid_map` texts (empty: the
+    /// identity map), `qlib::abi::BootInfo::id_maps`.
+    pub id_maps: Vec<String>,
 }
 
 /// Most vCPUs a sandbox has.
@@ -147,6 +156,9 @@ impl SandboxConfig {
             creds: None,
             no_new_privs: false,
             sysctl: Vec::new(),
+            mounts: Vec::new(),
+            devices: Vec::new(),
+            id_maps: Vec::new(),
         }
     }
 }
@@ -210,6 +222,9 @@ impl Sandbox {
                 },
             creds: config.creds.as_ref().map(qlib::abi::Creds::to_bytes),
             sysctl: &config.sysctl,
+            mounts: &config.mounts,
+            devices: &config.devices,
+            id_maps: &config.id_maps,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
         if config.memory < min {

@@ -62,6 +62,17 @@ pub struct Plan {
     /// `linux.sysctl` for the guest's `/proc/sys`: `sys/a/b=value`.
     #[serde(default)]
     pub sysctl: Vec<String>,
+    /// `linux.devices` for the guest's `/dev`: `path type major minor
+    /// mode uid gid` records (`bundle::devices`).
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// `linux.uidMappings` of a new user namespace: (container id, host
+    /// id, size).
+    #[serde(default)]
+    pub uid_mappings: Vec<[u32; 3]>,
+    /// `linux.gidMappings`, as `uid_mappings`.
+    #[serde(default)]
+    pub gid_mappings: Vec<[u32; 3]>,
 }
 
 /// The host's resources by Linux's number (`RLIMIT_CPU` 0 ..
@@ -127,6 +138,7 @@ pub enum NsKind {
     Uts,
     Network,
     Cgroup,
+    User,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -228,6 +240,19 @@ impl Plan {
 
     pub fn has_namespace(&self, kind: NsKind) -> bool {
         self.namespaces.iter().any(|n| n.kind == kind)
+    }
+
+    /// The host uid and gid the sandbox process runs as: `process.user`'s
+    /// ids, through the mappings of a user namespace the config makes
+    /// (`None` when the user's ids are not mapped).
+    pub fn host_user(&self) -> Option<(u32, u32)> {
+        if !self.new_namespace(NsKind::User) {
+            return Some((self.uid, self.gid));
+        }
+        Some((
+            crate::bundle::host_id(&self.uid_mappings, self.uid)?,
+            crate::bundle::host_id(&self.gid_mappings, self.gid)?,
+        ))
     }
 }
 

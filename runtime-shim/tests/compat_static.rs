@@ -166,6 +166,28 @@ fn reclaim_probe_at_eof() {
     assert_eq!(stdout(&native), "unmapped\nzero ok\n");
 }
 
+/// The old calls old static programs still make (runtime-tools' busybox
+/// lists directories with `getdents` and touches files with `utimes`):
+/// `getdents` in small batches, `utimes`, `utime`, `futimesat` and their
+/// errors, natively and in the guest.
+#[test]
+fn legacy_calls() {
+    if !require_kvm() {
+        return;
+    }
+    let native = compare("legacy_calls", &[], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    let out = stdout(&native);
+    assert!(
+        out.contains("getdents: 7 entries, more than one call: yes, bad records: 0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a after utimes: atime 1000000000.500000000 mtime 1200000000.250000000"),
+        "{out}"
+    );
+}
+
 #[test]
 fn rust_hello() {
     if !require_kvm() {

@@ -243,7 +243,12 @@ fn bad_bundles_are_refused_and_leave_nothing() {
             "not supported",
             Box::new(|| {
                 edit(&config, &good, |c| {
-                    c["linux"]["namespaces"] = serde_json::json!([{"type": "user"}]);
+                    // A user namespace is made (tests/oci_userns.rs), not
+                    // joined.
+                    c["linux"]["namespaces"] = serde_json::json!([
+                        {"type": "uts"},
+                        {"type": "user", "path": "/proc/1/ns/user"}
+                    ]);
                 })
             }),
         ),

@@ -41,6 +41,8 @@ pub const ALL: &[&str] = &[
     "cloneshare_glibc",
     "creds",
     "devshm",
+    // linux.devices, /dev/ptmx and the config's mounts in mountinfo (oci_dev).
+    "ocidevs",
     "clocks",
     // Dynamically linked (PIE), from c-dyn/: against glibc with gcc, and
     // against musl (its loader /lib/ld-musl-x86_64.so.1) with musl-gcc.
@@ -109,6 +111,8 @@ pub const ALL: &[&str] = &[
     // Job control: stopped and continued children, waits, SIGHUP on
     // hang-up (jobctl.rs).
     "jobctl",
+    // getdents, utime, utimes, futimesat: old calls (compat_static).
+    "legacy_calls",
     "malloc_stress",
     // POSIX message queues (linux_surface.rs).
     "mqnotify",
@@ -180,6 +184,8 @@ pub const ALL: &[&str] = &[
     "touch_mem",
     // AF_UNIX paths and abstract names, symlink/link/chmod (security_unix).
     "unixsock",
+    // A container in a user namespace of its own (oci_userns).
+    "userns",
     // A vfork child on its parent's memory (processes.rs).
     "vdso",
     "vdso_dyn",

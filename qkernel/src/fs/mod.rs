@@ -6,6 +6,7 @@
 //! flags, shared by `dup`); closing the last fd of a host file closes the
 //! host fd.
 
+pub mod config_dev;
 pub mod console;
 pub mod cwd;
 pub mod files;

@@ -644,5 +644,57 @@ fn mounts(info: bool) -> String {
             let _ = writeln!(s, "{src} {dir} {ty} {mo} 0 0");
         }
     }
+    // The mounts the runtime made inside the rootfs (`BootInfo::mounts`),
+    // after the kernel's own as under runc; each one's parent is the
+    // nearest mount above it.
+    let mut dirs: Vec<&str> = rows.iter().map(|r| r.1).collect();
+    for m in runtime_mounts() {
+        let id = dirs.len() + 2;
+        let parent = dirs
+            .iter()
+            .rposition(|d| *d == "/" || m.dir.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
+            .map_or(1, |i| i + 2);
+        if info {
+            let _ = writeln!(
+                s,
+                "{id} {parent} {} {} {} {} - {} {} {}",
+                m.dev, m.root, m.dir, m.opts, m.fstype, m.source, m.super_opts
+            );
+        } else {
+            let _ = writeln!(s, "{} {} {} {} 0 0", m.source, m.dir, m.fstype, m.opts);
+        }
+        dirs.push(m.dir);
+    }
     s
+}
+
+/// A mount of `BootInfo::mounts`, its fields as mountinfo writes them.
+struct RuntimeMount {
+    dir: &'static str,
+    root: &'static str,
+    fstype: &'static str,
+    source: &'static str,
+    opts: &'static str,
+    super_opts: &'static str,
+    dev: &'static str,
+}
+
+/// The mounts the runtime made inside the rootfs, in mount order.
+fn runtime_mounts() -> impl Iterator<Item = RuntimeMount> {
+    crate::boot_slice(crate::boot_info().mounts)
+        .split(|&c| c == 0)
+        .filter_map(|r| core::str::from_utf8(r).ok())
+        .filter_map(|r| {
+            let mut f = r.split(' ');
+            let m = RuntimeMount {
+                dir: f.next()?,
+                root: f.next()?,
+                fstype: f.next()?,
+                source: f.next()?,
+                opts: f.next()?,
+                super_opts: f.next()?,
+                dev: f.next()?,
+            };
+            m.dir.starts_with('/').then_some(m)
+        })
 }

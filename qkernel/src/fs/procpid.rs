@@ -33,6 +33,8 @@ pub const PID_FILES: &[&str] = &[
     "stat",
     "statm",
     "status",
+    "uid_map",
+    "gid_map",
 ];
 
 /// Links of a `/proc/<pid>/` directory.
@@ -232,12 +234,28 @@ fn comm(t: &TaskView, p: Option<&Process>) -> String {
     String::from_utf8_lossy(&n[..end]).into()
 }
 
+/// `uid_map` (`which` 0) or `gid_map` (1): the container's user
+/// namespace's mappings (`BootInfo::id_maps`), or the identity map of
+/// the initial namespace. One namespace for the whole sandbox.
+fn id_map(which: usize) -> Vec<u8> {
+    let maps = crate::boot_slice(crate::boot_info().id_maps);
+    maps.split(|&c| c == 0)
+        .nth(which)
+        .filter(|m| !m.is_empty())
+        .map_or_else(
+            || b"         0          0 4294967295\n".to_vec(),
+            <[u8]>::to_vec,
+        )
+}
+
 /// The text of file `which` of `/proc/<pid>/` (empty if the task is gone).
 pub fn text(cur: &mut Process, pid: u32, which: &str) -> Vec<u8> {
     match which {
         "mounts" => return super::procfs::text("mounts").into_bytes(),
         "mountinfo" => return super::procfs::text("mountinfo").into_bytes(),
         "limits" => return limits().into_bytes(),
+        "uid_map" => return id_map(0),
+        "gid_map" => return id_map(1),
         _ => {}
     }
     with_proc(cur, pid, |t, p| match which {

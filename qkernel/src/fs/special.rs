@@ -75,13 +75,19 @@ pub enum Node {
     /// One of the symlinks runc makes in a container's `/dev`: (name,
     /// target), [`DEV_LINKS`].
     DevLink(&'static str, &'static str),
+    /// A device of the config's `linux.devices`, by its index
+    /// (`fs::config_dev`).
+    ConfigDev(u16),
 }
 
 /// The symlinks runc makes in a container's `/dev` (`/dev/core` only
 /// when the host has `/proc/kcore`; the guest has none, so it is left
-/// out).
+/// out). A relative target is relative to `/dev`: `/dev/ptmx` is the
+/// devpts instance's `ptmx`, as in every container runc makes (the
+/// runtime spec's "dev symbolic links").
 const DEV_LINKS: &[(&str, &str)] = &[
     ("fd", "/proc/self/fd"),
+    ("ptmx", "pts/ptmx"),
     ("stdin", "/proc/self/fd/0"),
     ("stdout", "/proc/self/fd/1"),
     ("stderr", "/proc/self/fd/2"),
@@ -109,7 +115,8 @@ pub fn follow(p: &mut Process, node: &Node) -> Option<Target> {
         Node::FdLink(pid, fd) => task_file(p, pid, fd).map(Target::File),
         Node::Link(pid, which) => procpid::link(p, pid, which).map(Target::Path),
         Node::SelfLink(pid) => Some(Target::Path(alloc::format!("/proc/{pid}"))),
-        Node::DevLink(_, to) => Some(Target::Path(to.into())),
+        Node::DevLink(_, to) if to.starts_with('/') => Some(Target::Path(to.into())),
+        Node::DevLink(_, to) => Some(Target::Path(alloc::format!("/dev/{to}"))),
         _ => None,
     }
 }
@@ -160,7 +167,7 @@ pub fn lookup(path: &str) -> Node {
                 .iter()
                 .find(|l| l.0 == name)
                 .map_or(Node::Missing, |l| Node::DevLink(l.0, l.1)),
-            "ptmx" => Node::Device("ptmx", 5, 2),
+            "pts/ptmx" => Node::Device("ptmx", 5, 2),
             "tty" => Node::Device("tty", 5, 0),
             "pts" => Node::Dir("dev/pts"),
             "mqueue" => Node::Dir("dev/mqueue"),
@@ -175,10 +182,13 @@ pub fn lookup(path: &str) -> Node {
                 // bind mounts there (Kubernetes' /dev/termination-log).
                 // The sandbox's root is mounted nodev, so a device node in
                 // an image opens no host device.
-                None => DEVICES
-                    .iter()
-                    .find(|d| d.0 == name)
-                    .map_or(Node::Host, |d| Node::Device(d.0, d.1, d.2)),
+                None => match DEVICES.iter().find(|d| d.0 == name) {
+                    Some(d) => Node::Device(d.0, d.1, d.2),
+                    None => super::config_dev::find(path)
+                        .map(Node::ConfigDev)
+                        .or_else(|| super::config_dev::dir(path).map(Node::Dir))
+                        .unwrap_or(Node::Host),
+                },
             },
         };
     }
@@ -262,10 +272,22 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
         "dev" => {
             v.extend(DEVICES.iter().map(|d| (d.0.to_string(), DT_CHR)));
             v.extend(DEV_LINKS.iter().map(|l| (l.0.to_string(), DT_LNK)));
-            v.push(("ptmx".into(), DT_CHR));
             v.push(("tty".into(), DT_CHR));
             v.push(("pts".into(), DT_DIR));
             v.push(("mqueue".into(), DT_DIR));
+            // The config's devices (and directories of nested ones) but
+            // for the names the kernel serves itself (a config may list
+            // /dev/tty).
+            v.extend(
+                super::config_dev::children("dev")
+                    .into_iter()
+                    .filter(|(name, _)| {
+                        matches!(
+                            lookup(&alloc::format!("/dev/{name}")),
+                            Node::ConfigDev(_) | Node::Dir(_)
+                        ) && !matches!(name.as_str(), "pts" | "mqueue")
+                    }),
+            );
         }
         // The message queues' names (their own stat is not kept).
         "dev/mqueue" => v.extend(super::mqueue::names().into_iter().map(|n| (n, DT_REG))),
@@ -277,12 +299,16 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
             v.extend(procfs::PROC_FILES.iter().map(|f| (f.to_string(), DT_REG)));
             v.extend(procpid::pids().into_iter().map(|n| (n.to_string(), DT_DIR)));
         }
-        "dev/pts" => v.extend(
-            super::tty::numbers()
-                .into_iter()
-                .map(|n| (n.to_string(), DT_CHR)),
-        ),
+        "dev/pts" => {
+            v.push(("ptmx".into(), DT_CHR));
+            v.extend(
+                super::tty::numbers()
+                    .into_iter()
+                    .map(|n| (n.to_string(), DT_CHR)),
+            );
+        }
         "sys" => {}
+        dir if dir.starts_with("dev/") => v.extend(super::config_dev::children(dir)),
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };
             v.extend(
@@ -329,6 +355,7 @@ pub fn open(p: &mut Process, node: &Node, flags: u32, path: &str) -> Result<Arc<
         Node::Device("ptmx", ..) => return super::tty_ioctl::open_ptmx(flags),
         Node::Device("tty", ..) => return super::tty_ioctl::open_tty(flags),
         Node::Pts(n) => return super::tty_ioctl::open_pts(*n, flags),
+        Node::ConfigDev(_) => return Err(Errno::ENXIO),
         Node::Device("null", ..) => Special::Null,
         Node::Device("zero", ..) => Special::Zero,
         Node::Device("full", ..) => Special::Full,
@@ -397,6 +424,17 @@ pub fn statx(p: &mut Process, node: &Node) -> Result<[u8; STATX_SIZE], Errno> {
         Node::DevLink(name, to) => {
             let i = DEV_LINKS.iter().position(|l| l.0 == *name).unwrap_or(0) as u64;
             synthetic_statx(S_IFLNK | 0o777, to.len() as u64, (0, 0), 0x500 + i, ids)
+        }
+        Node::ConfigDev(i) => {
+            let d = super::config_dev::get(*i).ok_or(Errno::ENOENT)?;
+            let (uid, gid) = d.owner;
+            synthetic_statx(
+                d.kind | d.perm,
+                0,
+                d.rdev,
+                0x600 + u64::from(*i),
+                [uid, uid, gid, gid],
+            )
         }
         Node::Host | Node::Missing => return Err(Errno::ENOENT),
     })

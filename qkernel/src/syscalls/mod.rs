@@ -14,6 +14,7 @@ mod sys_ids;
 mod sys_ifreq;
 mod sys_info;
 mod sys_kill;
+mod sys_legacy;
 mod sys_mm;
 mod sys_mqueue;
 mod sys_path;
@@ -230,6 +231,7 @@ pub static ENTRIES: &[Entry] = &[
     e(75, sys_sync::fdatasync, Full, "host fdatasync"),
     e(76, sys_path::truncate, Full, ""),
     e(77, sys_file::ftruncate, Full, ""),
+    e(78, sys_legacy::getdents, Full, "getdents64's entries"),
     e(79, sys_path::getcwd, Full, ""),
     e(80, sys_path::chdir, Full, ""),
     e(81, sys_path::fchdir, Full, ""),
@@ -334,6 +336,7 @@ pub static ENTRIES: &[Entry] = &[
         Partial,
         "SS_AUTODISARM ignored",
     ),
+    e(132, sys_legacy::utime, Full, "as utimensat"),
     e(
         133,
         sys_surface::mknod,
@@ -429,6 +432,7 @@ pub static ENTRIES: &[Entry] = &[
         "host fds only (EPERM otherwise)",
     ),
     e(234, sys_task::tgkill, Full, ""),
+    e(235, sys_legacy::utimes, Full, "as utimensat"),
     e(
         240,
         sys_mqueue::mq_open,
@@ -467,6 +471,7 @@ pub static ENTRIES: &[Entry] = &[
         "FIFOs, regular files; devices EPERM",
     ),
     e(260, sys_path::fchownat, Full, ""),
+    e(261, sys_legacy::futimesat, Full, "as utimensat"),
     e(262, sys_stat::newfstatat, Full, ""),
     e(263, sys_path::unlinkat, Full, ""),
     e(264, sys_path::renameat, Full, ""),

@@ -218,12 +218,6 @@ pub fn truncate(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `utimensat(dirfd, path, times, flags)`.
 pub fn utimensat(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let abs = if a[1] == 0 || a[3] & AT_EMPTY_PATH != 0 {
-        // futimens: the open file's path.
-        p.files.get(a[0])?.path.clone()
-    } else {
-        host_path(p, a[0], a[1], Errno::EPERM)?
-    };
     let times = if a[2] != 0 {
         let mut t = [0u64; 4];
         for (i, v) in t.iter_mut().enumerate() {
@@ -233,6 +227,26 @@ pub fn utimensat(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
+    utimens(p, a[0], a[1], times, a[3])
+}
+
+/// Sets the times of (`dirfd`, user path `va`) to `times` (two
+/// `timespec`s: access, modification; `None` for now), with
+/// `utimensat`'s flags. A null path (or `AT_EMPTY_PATH`) names `dirfd`'s
+/// file, as `futimens`.
+pub(super) fn utimens(
+    p: &mut Process,
+    dirfd: u64,
+    va: u64,
+    times: Option<[u64; 4]>,
+    flags: u64,
+) -> SysResult {
+    let abs = if va == 0 || flags & AT_EMPTY_PATH != 0 {
+        // futimens: the open file's path.
+        p.files.get(dirfd)?.path.clone()
+    } else {
+        host_path(p, dirfd, va, Errno::EPERM)?
+    };
     let gpa = times
         .as_ref()
         .map_or(0, |t| crate::mm::kva_to_gpa(t.as_ptr() as u64));
@@ -240,7 +254,7 @@ pub fn utimensat(p: &mut Process, a: &[u64; 6]) -> SysResult {
         pathop::UTIMENS,
         &abs,
         gpa,
-        u64::from(a[3] & AT_SYMLINK_NOFOLLOW != 0),
+        u64::from(flags & AT_SYMLINK_NOFOLLOW != 0),
         0,
     )
 }

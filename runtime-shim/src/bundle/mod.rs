@@ -13,7 +13,10 @@
 //! and run by `crate::hooks`.
 
 mod checks;
+mod devices;
+mod idmap;
 pub use checks::bad_env_entry;
+pub use idmap::host_id;
 #[cfg(test)]
 mod fuzz;
 mod mounts;
@@ -166,6 +169,17 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
             "unable to set hostname without a private UTS namespace".into(),
         ));
     }
+    let (uid_mappings, gid_mappings) = idmap::plan(spec, &namespaces)?;
+    if !uid_mappings.is_empty()
+        && (idmap::host_id(&uid_mappings, user.uid()).is_none()
+            || idmap::host_id(&gid_mappings, user.gid()).is_none())
+    {
+        return Err(BundleError::Invalid(format!(
+            "process.user {}:{} is not mapped by linux.uidMappings and gidMappings",
+            user.uid(),
+            user.gid()
+        )));
+    }
     let linux = spec.linux().as_ref();
     let resources = linux.and_then(|l| l.resources().as_ref());
     let memory_limit = resources
@@ -214,6 +228,9 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         rlimits: rlimits(spec)?,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
         sysctl: sysctls(spec, &namespaces)?,
+        devices: devices::plan(spec)?,
+        uid_mappings,
+        gid_mappings,
     })
 }
 
@@ -380,6 +397,7 @@ fn namespaces(spec: &Spec) -> Result<Vec<Namespace>, BundleError> {
             LinuxNamespaceType::Uts => NsKind::Uts,
             LinuxNamespaceType::Network => NsKind::Network,
             LinuxNamespaceType::Cgroup => NsKind::Cgroup,
+            LinuxNamespaceType::User => NsKind::User,
             other => {
                 return Err(BundleError::Unsupported(format!("the {other} namespace")));
             }

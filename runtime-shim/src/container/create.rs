@@ -18,6 +18,7 @@ use super::state_file::{StateFile, VERSION, write_atomic};
 use super::{Container, ContainerError, validate_id};
 use crate::cgroup::{self, Cgroups};
 use crate::isolation::namespaces;
+use crate::plan::NsKind;
 use crate::{bundle, timefmt};
 
 pub struct CreateOptions<'a> {
@@ -80,9 +81,12 @@ fn create_in(
     let fifo = sandbox.join("exec.fifo");
     nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600))
         .map_err(ContainerError::sys("making exec.fifo"))?;
-    if plan.uid != 0 || plan.gid != 0 {
+    let (host_uid, host_gid) = plan
+        .host_user()
+        .ok_or_else(|| ContainerError::Sandbox("process.user is not mapped".into()))?;
+    if host_uid != 0 || host_gid != 0 {
         // The VMM runs as the container's user and writes here.
-        let (u, g) = (Some(plan.uid), Some(plan.gid));
+        let (u, g) = (Some(host_uid), Some(host_gid));
         for p in [&sandbox, &fifo] {
             std::os::unix::fs::chown(p, u, g)
                 .map_err(ContainerError::io(format!("chown {}", p.display())))?;
@@ -110,7 +114,9 @@ fn create_in(
     fcntl(&sync_w, FcntlArg::F_SETFD(FdFlag::empty())).map_err(ContainerError::sys("fcntl"))?;
     // With prestart or createRuntime hooks, the sandbox process waits on
     // this pipe for them (it inherits the read end).
-    let resume = if plan.hooks.runtime_create() {
+    // So does it, in a user namespace of its own, for its mappings
+    // (`isolation::userns`).
+    let resume = if plan.hooks.runtime_create() || plan.new_namespace(NsKind::User) {
         let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ContainerError::sys("pipe"))?;
         fcntl(&r, FcntlArg::F_SETFD(FdFlag::empty())).map_err(ContainerError::sys("fcntl"))?;
         Some((r, w))
@@ -156,13 +162,26 @@ fn create_in(
     cgroups.add(pid)?;
 
     let mut sync = std::io::BufReader::new(std::fs::File::from(sync_r));
+    let mut resume = resume.map(std::fs::File::from);
     let mut answer = String::new();
     let _ = sync.read_line(&mut answer);
-    if answer.trim() == "hooks"
-        && let Some(w) = resume
-    {
-        runtime_hooks(o.id, plan, pid)?;
-        let _ = std::fs::File::from(w).write_all(b"go\n");
+    // Requests of the sandbox process during its setup, each answered on
+    // the resume pipe: the runtime's hooks, then a user namespace's maps.
+    while let Some(w) = resume.as_mut() {
+        match answer.trim() {
+            "hooks" => {
+                runtime_hooks(o.id, plan, pid)?;
+                let _ = w.write_all(b"go\n");
+            }
+            "userns" => {
+                let reply = match crate::isolation::userns::write_maps(plan, pid) {
+                    Ok(()) => "go".to_owned(),
+                    Err(e) => format!("error: {e}"),
+                };
+                let _ = writeln!(w, "{reply}");
+            }
+            _ => break,
+        }
         answer.clear();
         let _ = sync.read_line(&mut answer);
     }

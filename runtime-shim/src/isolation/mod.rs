@@ -9,7 +9,9 @@
 //!                                    hostname, mounts (rootfs.rs)
 //!   prestart, createRuntime <─────── "hooks" (only when there are any)
 //!   hooks, then "go" ─────────────>  createContainer hooks, pivot_root,
-//!                                    ids, capabilities, no_new_privs
+//!                                    /dev/kvm; a user namespace:
+//!   write uid_map, gid_map <──────── "userns" (userns.rs)
+//!   then "go" ────────────────────>  ids, capabilities, no_new_privs
 //!   read "ok" / "error: …" <──────── report on the sync pipe, close it
 //!   state.json, pid file, exit      open exec.fifo for writing (blocks)
 //! start: read exec.fifo ──────────>  seccomp, Sandbox::run(...)
@@ -17,10 +19,12 @@
 //! ```
 
 pub mod loopback;
+pub mod mountinfo;
 pub mod namespaces;
 pub mod privileges;
 pub mod rootfs;
 pub mod seccomp;
+pub mod userns;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -119,11 +123,11 @@ fn reopen(fd: i32) -> std::io::Result<std::fs::File> {
 fn hook_point(
     plan: &Plan,
     sync: &mut std::fs::File,
-    resume: Option<std::fs::File>,
+    resume: Option<&std::fs::File>,
     rootfs_view: &Path,
 ) -> Result<(), IsolationError> {
     use std::io::BufRead;
-    if let Some(r) = resume {
+    if let Some(r) = resume.filter(|_| plan.hooks.runtime_create()) {
         writeln!(sync, "hooks").map_err(IsolationError::io("sync pipe"))?;
         let mut line = String::new();
         std::io::BufReader::new(r)
@@ -172,15 +176,15 @@ fn prepare(
     {
         nix::unistd::sethostname(h).map_err(IsolationError::sys("sethostname"))?;
     }
-    let mut resume = resume;
     rootfs::pivot(&plan, dir, &mut |view| {
-        hook_point(&plan, sync, resume.take(), view)
+        hook_point(&plan, sync, resume.as_ref(), view)
     })?;
     let kvm = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/kvm")
         .map_err(IsolationError::io("opening /dev/kvm"))?;
+    userns::enter(&plan, sync, resume.as_ref())?;
     privileges::drop(&plan)?;
     Ok((plan, kvm))
 }
@@ -236,6 +240,14 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.creds = Some(plan.guest_creds());
     config.no_new_privs = plan.no_new_privs;
     config.sysctl = plan.sysctl.clone();
+    config.devices = plan.devices.clone();
+    if plan.new_namespace(NsKind::User) {
+        config.id_maps = vec![
+            userns::map_text(&plan.uid_mappings),
+            userns::map_text(&plan.gid_mappings),
+        ];
+    }
+    config.mounts = mountinfo::own();
     match qvisor::Sandbox::run(&config) {
         Ok(report) => report.status,
         Err(e) => {

@@ -22,6 +22,7 @@ pub fn flag(kind: NsKind) -> CloneFlags {
         NsKind::Uts => CloneFlags::CLONE_NEWUTS,
         NsKind::Network => CloneFlags::CLONE_NEWNET,
         NsKind::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+        NsKind::User => CloneFlags::CLONE_NEWUSER,
     }
 }
 
@@ -36,10 +37,12 @@ fn open_ns(path: &std::path::Path) -> Result<File, IsolationError> {
         .map_err(IsolationError::io(format!("namespace {}", path.display())))
 }
 
-/// Joins or makes every namespace of `plan` but the pid namespace.
+/// Joins or makes every namespace of `plan` but the pid namespace and the
+/// user namespace (`userns`, entered last).
 pub fn enter(plan: &Plan) -> Result<(), IsolationError> {
     let mut new = CloneFlags::CLONE_NEWNS;
-    for ns in plan.namespaces.iter().filter(|n| n.kind != NsKind::Pid) {
+    let later = [NsKind::Pid, NsKind::User];
+    for ns in plan.namespaces.iter().filter(|n| !later.contains(&n.kind)) {
         match &ns.path {
             Some(path) => {
                 let f = open_ns(path)?;
