@@ -163,6 +163,8 @@ pub const ALL: &[&str] = &[
     // SMP cases: munmap/mprotect race, affinity, CPU burn, fork from
     // threads, hibernation of computing threads (smp).
     "smp",
+    // Copy-on-write faults on a secondary vCPU across hibernations (smp).
+    "cowhib",
     // A pure user-mode loop: signals and control requests need a vCPU kick.
     "spin",
     // A server whose other thread spins: hibernated from the kick (servers).

@@ -40,6 +40,25 @@ fn allowed(prot: u32, error: u64) -> bool {
     }
 }
 
+/// The error code of a fault as if it were taken now, on the page's
+/// current PTE `pte`. The present bit says what the PTE was when the
+/// fault was taken; a fault of a task on a secondary vCPU is served later,
+/// on vCPU 0 (docs/smp.md), and meanwhile a hibernation may have swapped
+/// the page out, or `munmap`/`mmap` cleared the PTE. Served as a
+/// protection fault, the swap entry's slot bits were taken for a frame
+/// and mapped writable into the program: it wrote its data into guest
+/// kernel memory (docs/smp.md, "The 2-vCPU hibernation failure"). A page
+/// that became present meanwhile keeps the bit clear: the not-present
+/// path skips present PTEs and the retried access faults again if it
+/// still must.
+fn as_now(error: u64, pte: Pte) -> u64 {
+    if pte.present() {
+        error
+    } else {
+        error & !PF_PRESENT
+    }
+}
+
 /// Resolves a fault at `addr` with #PF error code `error`.
 pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultError> {
     let vma = *mm.vmas.find(addr).ok_or(FaultError::Segv)?;
@@ -47,6 +66,7 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         return Err(FaultError::Segv);
     }
     let page = addr & !0xfff;
+    let error = as_now(error, mm.pt.get(page));
     // Kernel pages (vDSO, vvar, return page) are mapped whole or not at
     // all: nothing to fault in.
     if vma.kind == VmaKind::Kernel && error & PF_PRESENT == 0 {

@@ -26,8 +26,13 @@
 //! timer goes off at the first point after it ran out, at worst a slice
 //! (or one alarm round trip) late.
 //!
-//! Lock order: `KERNEL` (a switch), then `CPU`; no other lock is taken
-//! with `CPU` held.
+//! Tasks on secondary vCPUs (`task::offload`) are charged their stint
+//! when they come back, and at a CPU timer check or `getitimer`/
+//! `setitimer` of their process up to then; CPU clocks and `getrusage`
+//! add the part not charged yet.
+//!
+//! Lock order: `KERNEL` (a switch) or a secondary's slot (`offload`),
+//! then `CPU`; no other lock is taken with `CPU` held.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -276,16 +281,25 @@ pub fn deliver() {
 }
 
 /// Task `pid`'s own (user, system) time and start (uptime ns).
+/// A stint on a secondary vCPU not charged yet counts as user time.
 pub fn task_times(pid: u32) -> (Times, u64) {
+    let away = super::offload::unbilled_ns(Some(pid), 0);
     let c = CPU.lock();
-    c.tasks
+    let (mut t, start) = c
+        .tasks
         .get(&pid)
-        .map_or((Times::default(), 0), |e| (e.t, e.start))
+        .map_or((Times::default(), 0), |e| (e.t, e.start));
+    t.user = t.user.saturating_add(away);
+    (t, start)
 }
 
-/// Process `tgid`'s own time (all its threads').
+/// Process `tgid`'s own time (all its threads', those on secondary vCPUs
+/// up to now).
 pub fn group_times(tgid: u32) -> Times {
-    CPU.lock().group_self(tgid)
+    let away = super::offload::unbilled_ns(None, tgid);
+    let mut t = CPU.lock().group_self(tgid);
+    t.user = t.user.saturating_add(away);
+    t
 }
 
 /// Process `tgid`'s reaped children's time.
@@ -345,8 +359,9 @@ pub fn exec_takes_over(me: u32, g: u32) {
 /// The running process's CPU timer `which`: (CPU ns left, 0 if
 /// disarmed; interval).
 pub fn get_timer(which: Which) -> (u64, u64) {
-    sample();
     let g = super::current_tgid();
+    super::offload::charge_running(g);
+    sample();
     let c = CPU.lock();
     let t = c
         .groups
@@ -363,8 +378,9 @@ pub fn get_timer(which: Which) -> (u64, u64) {
 /// ns of CPU time, then every `interval`; `value` 0 disarms. Returns the
 /// old (left, interval).
 pub fn set_timer(which: Which, value: u64, interval: u64) -> (u64, u64) {
-    sample();
     let g = super::current_tgid();
+    super::offload::charge_running(g);
+    sample();
     let old = {
         let mut c = CPU.lock();
         let grp = c.groups.entry(g).or_default();
@@ -384,6 +400,9 @@ pub fn set_timer(which: Which, value: u64, interval: u64) -> (u64, u64) {
     (old.left, old.interval)
 }
 
+/// The shortest wait between two checks of a group's CPU timers.
+const CHECK_MIN_NS: u64 = 1_000_000;
+
 /// CPU ns left of group `g`'s nearest CPU timer (`None`: none armed).
 fn nearest_left(g: u32) -> Option<u64> {
     let c = CPU.lock();
@@ -395,15 +414,24 @@ fn nearest_left(g: u32) -> Option<u64> {
 }
 
 /// Keeps group `g`'s check deadline at the soonest wall time one of its
-/// CPU timers could run out (none if none is armed).
+/// CPU timers could run out (none if none is armed): N vCPUs give a
+/// process up to N seconds of CPU per second. Never sooner than 1 ms
+/// (unless less is left): with the time left divided by N, a process
+/// using one vCPU would be checked ever more often as its timer nears
+/// its end (each check charges system time, which `ITIMER_VIRTUAL` does
+/// not count: a 2-vCPU sandbox never let it go off).
 fn arm_check(g: u32) {
-    let deadline = nearest_left(g).map(|l| time::monotonic_ns().saturating_add(l));
+    let cpus = super::offload::cpus().max(1) as u64;
+    let wait = |l: u64| (l / cpus).max(l.min(CHECK_MIN_NS));
+    let deadline = nearest_left(g).map(|l| time::monotonic_ns().saturating_add(wait(l)));
     super::timers::set_cpu_check(g, deadline);
 }
 
 /// Group `g`'s check deadline passed (from `task::timers`, no lock held):
-/// charges the running task, sends what went off and arms the next check.
+/// charges the running task and the group's tasks on secondary vCPUs,
+/// sends what went off and arms the next check.
 pub fn check(g: u32) {
+    super::offload::charge_running(g);
     sample();
     deliver();
     arm_check(g);

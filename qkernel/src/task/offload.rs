@@ -75,6 +75,9 @@ struct Away {
     cr2: u64,
     /// TSC when the secondary started it (its user time).
     since: u64,
+    /// TSC up to which its user time is charged (`since`, or later once
+    /// a CPU timer check charged the stint so far: [`charge_running`]).
+    charged: u64,
     /// TSC at the entry that ended the stint (0: not ended by an entry,
     /// a task recalled before it started).
     ended: u64,
@@ -133,6 +136,7 @@ impl Slot {
                 fpu: None,
                 cr2: 0,
                 since: 0,
+                charged: 0,
                 ended: 0,
                 tgid: 0,
             }),
@@ -225,7 +229,8 @@ pub fn collect(k: &mut Kernel) {
             // 0 got round to collecting it.
             let end = if a.ended != 0 { a.ended } else { arch::rdtsc() };
             let ns = crate::time::tsc_to_ns(end.wrapping_sub(a.since));
-            super::cpu::charge_user(pid, a.tgid, ns);
+            let unbilled = crate::time::tsc_to_ns(end.saturating_sub(a.charged));
+            super::cpu::charge_user(pid, a.tgid, unbilled);
             t.habit.stint(ns, a.frame.vector != u64::from(KICK_VECTOR));
             // `getcpu` names the vCPU it last ran on in user mode.
             t.last_cpu = cpu as u8;
@@ -266,6 +271,7 @@ fn recall_slot(k: usize) {
             // It never ran: it comes back as if kicked.
             a.frame.vector = u64::from(KICK_VECTOR);
             a.since = arch::rdtsc();
+            a.charged = a.since;
             a.ended = 0;
             return;
         }
@@ -362,6 +368,55 @@ pub fn recall_all() {
     }
     for (k, _) in secondaries() {
         recall_slot(k);
+    }
+}
+
+/// The user time not charged yet of the stints on secondaries of task
+/// `pid` (`Some`) or of every task of group `tgid`: a running stint so
+/// far, a stint that ended but was not collected. CPU clocks and
+/// `getrusage` add it, so that a thread computing on a secondary shows
+/// its time while it is there (it is charged when it comes back).
+pub fn unbilled_ns(pid: Option<u32>, tgid: u32) -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    let now = arch::rdtsc();
+    let mut ns = 0u64;
+    for (_, s) in secondaries() {
+        let a = s.away.lock();
+        let end = match s.state.load(SeqCst) {
+            RUNNING if a.ended != 0 => a.ended,
+            RUNNING => now,
+            RETURNED if a.ended != 0 => a.ended,
+            _ => continue,
+        };
+        let mine = match pid {
+            Some(p) => s.pid.load(SeqCst) == p,
+            None => a.tgid == tgid,
+        };
+        if mine {
+            ns = ns.saturating_add(crate::time::tsc_to_ns(end.saturating_sub(a.charged)));
+        }
+    }
+    ns
+}
+
+/// Charges the running stints of group `g`'s tasks up to now (a CPU
+/// timer check: a lone thread computing on a secondary would otherwise
+/// be charged only when it comes back, and its timer go off that late).
+pub fn charge_running(g: u32) {
+    if !enabled() {
+        return;
+    }
+    for (_, s) in secondaries() {
+        let mut a = s.away.lock();
+        if s.state.load(SeqCst) != RUNNING || a.tgid != g {
+            continue;
+        }
+        let end = if a.ended != 0 { a.ended } else { arch::rdtsc() };
+        let ns = crate::time::tsc_to_ns(end.saturating_sub(a.charged));
+        a.charged = a.charged.max(end);
+        super::cpu::charge_user(s.pid.load(SeqCst), g, ns);
     }
 }
 
@@ -482,6 +537,7 @@ pub fn away(frame: &mut TrapFrame) -> bool {
         a.gs = arch::gs_base();
         a.tgid = current_tgid();
         a.since = arch::rdtsc();
+        a.charged = a.since;
         a.ended = 0;
         a.fpu.get_or_insert_with(FpuState::clean).save();
         s.pid.store(me, SeqCst);
@@ -548,14 +604,18 @@ fn next_task(frame: &mut TrapFrame) {
     let k = percpu::this().id();
     let s = &SLOTS[k];
     loop {
+        // Taken before the state moves: whoever reads the stint's start
+        // under the lock ([`unbilled_ns`]) never sees `RUNNING` with the
+        // time of the hand-over instead.
+        let mut a = s.away.lock();
         if s.state
             .compare_exchange(ASSIGNED, RUNNING, SeqCst, SeqCst)
             .is_ok()
         {
-            let mut a = s.away.lock();
             if s.recall.load(SeqCst) {
                 a.frame.vector = u64::from(KICK_VECTOR);
                 a.since = arch::rdtsc();
+                a.charged = a.since;
                 a.ended = 0;
                 drop(a);
                 s.state.store(RETURNED, SeqCst);
@@ -568,6 +628,7 @@ fn next_task(frame: &mut TrapFrame) {
                 f.restore();
             }
             a.since = arch::rdtsc();
+            a.charged = a.since;
             *frame = a.frame;
             let cpu = percpu::this();
             cpu.current.store(s.pid.load(SeqCst), SeqCst);
@@ -576,6 +637,7 @@ fn next_task(frame: &mut TrapFrame) {
             user_return::prepare_unchecked(frame);
             return;
         }
+        drop(a);
         bare(Call::VcpuIdle, [0; 6]);
     }
 }
