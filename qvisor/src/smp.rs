@@ -36,6 +36,9 @@ pub struct Secondary {
     wake: OwnedFd,
     /// Kicks the vCPU out of `KVM_RUN` (to stop it).
     kick: Kick,
+    /// The vCPU runs no guest code: not started yet, or blocked in
+    /// `VcpuIdle` ([`Smp::quiet`]).
+    idle: AtomicBool,
 }
 
 /// The sandbox's secondary vCPUs.
@@ -79,6 +82,7 @@ impl Smp {
                 Ok(Secondary {
                     wake: eventfd()?,
                     kick: Kick::default(),
+                    idle: AtomicBool::new(true),
                 })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -147,6 +151,25 @@ impl Smp {
     }
 
     /// Whether a secondary stopped with an error (not taken yet).
+    /// Whether every secondary is idle in the host (or not started), so
+    /// that no guest code runs but vCPU 0's: waits for it up to
+    /// `timeout` (a secondary that handed its task back is on its way to
+    /// `VcpuIdle`). A hibernated sandbox drops guest memory only then
+    /// (`Hibernation::before_wait`): a secondary still in guest code
+    /// would run on dropped kernel pages.
+    pub fn quiet(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if self.cpus.iter().all(|c| c.idle.load(Ordering::SeqCst)) {
+                return true;
+            }
+            if self.stopping() || std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     pub fn has_failure(&self) -> bool {
         self.failure
             .lock()
@@ -189,6 +212,15 @@ impl Smp {
     /// `Call::VcpuIdle` of vCPU `k`: blocks until its wake eventfd or the
     /// stop eventfd is readable. False when the sandbox ends.
     fn idle(&self, k: usize) -> bool {
+        let me = &self.cpus[k - 1];
+        me.idle.store(true, Ordering::SeqCst);
+        let woken = self.idle_wait(k);
+        me.idle.store(false, Ordering::SeqCst);
+        woken
+    }
+
+    /// [`Smp::idle`]'s wait.
+    fn idle_wait(&self, k: usize) -> bool {
         let wake = &self.cpus[k - 1].wake;
         let mut fds = [
             libc::pollfd {
@@ -227,6 +259,7 @@ pub fn run_secondary(
     if !smp.wait_start() {
         return;
     }
+    smp.cpus[k - 1].idle.store(false, Ordering::SeqCst);
     let kick = &smp.cpus[k - 1].kick;
     let exit_flag: *mut u8 = &raw mut vcpu.get_kvm_run().immediate_exit;
     kick.attach(exit_flag);

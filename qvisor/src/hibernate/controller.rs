@@ -384,12 +384,24 @@ impl Hibernation {
     /// and the file window's pages go back to the host. Host-call
     /// arguments never point into code. Pages that differ from the image
     /// are kept.
-    pub fn before_wait(&self, ram: &GuestRam, call: Option<qlib::abi::Call>, args: [u64; 6]) {
+    /// `quiet`: whether no other vCPU runs guest code (asked only when
+    /// something would be dropped; else nothing is).
+    pub fn before_wait(
+        &self,
+        ram: &GuestRam,
+        call: Option<qlib::abi::Call>,
+        args: [u64; 6],
+        quiet: impl FnOnce() -> bool,
+    ) {
         if !self.hold.load(Ordering::Acquire) || self.kernel_text.is_empty() {
             return;
         }
         let mut i = self.lock();
         if i.state != State::Hibernated || i.text_dropped {
+            return;
+        }
+        if !quiet() {
+            log::warn!("hibernated: a secondary vCPU still runs guest code: guest memory kept");
             return;
         }
         // Clean file pages are not swapped: they come back from the host's

@@ -172,7 +172,10 @@ impl<'a> HostCalls<'a> {
         let call = Call::from_u64(req.call);
         if !hibernate::keeps_hibernated(call) {
             // The guest runs again only after `on_guest_resume` below.
-            self.hib.before_wait(self.ram, call, a);
+            let smp = self.smp;
+            self.hib.before_wait(self.ram, call, a, || {
+                smp.is_none_or(|s| s.quiet(std::time::Duration::from_millis(100)))
+            });
         }
         let ret = match call {
             Some(Call::Hello) => self.hello(a[0], a[1]),
