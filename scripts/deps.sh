@@ -25,6 +25,8 @@ command -v runc >/dev/null || need+=(runc)
 command -v crun >/dev/null || need+=(crun)
 command -v nsenter >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
+# FunctionBench's PNG charts (scripts/functionbench-charts.py, run by Debian's python3).
+/usr/bin/python3 -c "import matplotlib" 2>/dev/null || need+=(python3-matplotlib)
 command -v node >/dev/null || need+=(nodejs)
 command -v go >/dev/null || need+=(golang-go)
 command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)

@@ -712,7 +712,14 @@ fn loadavg() -> String {
 /// the host): their file names, and a note when none were made.
 fn charts(json: &Path, dir: &Path, prefix: &str) -> (Vec<String>, String) {
     let script = workspace_root().join("scripts/functionbench-charts.py");
-    let out = Command::new("python3")
+    // Debian's python3, which has the python3-matplotlib that
+    // scripts/deps.sh installs (a `python3` earlier on the PATH, e.g.
+    // pyenv's, may not have it).
+    let python = ["/usr/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("python3");
+    let out = Command::new(python)
         .arg(&script)
         .arg(json)
         .arg(dir)
