@@ -200,27 +200,9 @@ extern "C" fn exception_handler(frame: &mut TrapFrame, from_user: u64) {
         } else {
             0
         };
-        // The words around the stack pointer name the callers (a return
-        // to a bad address shows what returned there).
-        let mut words = [0u64; 8];
-        let at = frame.rsp.wrapping_sub(16) & !7;
-        if at >= qlib::layout::KERNEL_BASE && at & 0xfff <= 0x1000 - 64 {
-            for (i, w) in words.iter_mut().enumerate() {
-                // SAFETY: a kernel stack's words (the upper half, within
-                // one page of the interrupted RSP, which was in use).
-                *w = unsafe { ((at + 8 * i as u64) as *const u64).read_volatile() };
-            }
-        }
         panic!(
-            "kernel exception {} at rip {:#x}, error {:#x}, cr2 {:#x}, rsp {:#x}, vCPU {}, \
-             stack from rsp-16: {:x?}",
-            frame.vector,
-            frame.rip,
-            frame.error,
-            cr2,
-            frame.rsp,
-            crate::arch::percpu::this().id(),
-            words
+            "kernel exception {} at rip {:#x}, error {:#x}, cr2 {:#x}, rsp {:#x}",
+            frame.vector, frame.rip, frame.error, cr2, frame.rsp
         );
     }
     crate::task::stints::entered(frame.vector == u64::from(KICK_VECTOR));
