@@ -54,6 +54,8 @@ mod task;
 mod time;
 #[cfg(target_os = "none")]
 mod trap;
+#[cfg(target_os = "none")]
+mod uts;
 
 #[cfg(target_os = "none")]
 mod vdso;

@@ -31,6 +31,7 @@ pub const CAP_SETGID: u32 = 6;
 pub const CAP_SETUID: u32 = 7;
 pub const CAP_SETPCAP: u32 = 8;
 pub const CAP_SYS_CHROOT: u32 = 18;
+pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_SYS_NICE: u32 = 23;
 pub const CAP_SYS_RESOURCE: u32 = 24;
 

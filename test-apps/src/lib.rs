@@ -151,6 +151,7 @@ pub const ALL: &[&str] = &[
     // SCM_RIGHTS between processes and in one.
     "scm",
     "ucred",
+    "uts",
     // IP/IPv6 control messages, timestamps, truncation (linux_surface.rs).
     "cmsgip",
     "seccomp_probe",

@@ -142,9 +142,7 @@ pub fn text(which: &str) -> String {
             n => format!("0-{}\n", n - 1),
         },
         "sys/kernel/hostname" => {
-            let h = crate::boot_slice(crate::boot_info().hostname);
-            let h = &h[..h.len().min(64)];
-            format!("{}\n", String::from_utf8_lossy(h))
+            format!("{}\n", String::from_utf8_lossy(&crate::uts::hostname()))
         }
         // Go's runtimetest (runtime-tools) and libcap read it first.
         "sys/kernel/cap_last_cap" => {

@@ -84,14 +84,14 @@ pub fn arch_prctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
 
 /// `uname(buf)`.
 pub fn uname(p: &mut Process, a: &[u64; 6]) -> SysResult {
-    let host = crate::boot_slice(crate::boot_info().hostname);
+    let (host, domain) = (crate::uts::hostname(), crate::uts::domainname());
     let fields: [&[u8]; 6] = [
         b"Linux",
-        &host[..host.len().min(64)],
+        &host,
         b"6.6.0-qkernel",
         b"#1 SMP qkernel",
         b"x86_64",
-        b"(none)",
+        &domain,
     ];
     let mut buf = [0u8; 65 * 6];
     for (i, f) in fields.iter().enumerate() {

@@ -14,6 +14,7 @@ use crate::fs::path::{self, AT_FDCWD};
 use crate::fs::special::{self, Node};
 use crate::fs::stat::{S_IFDIR, S_IFMT};
 use crate::fs::{Backing, File, HostKind, O_RDWR, host};
+use crate::mm::uaccess;
 use crate::process::Process;
 
 const S_IFIFO: u32 = 0o010000;
@@ -145,11 +146,34 @@ pub fn msync(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// `sethostname(name, len)` and `setdomainname(name, len)`: a container
-/// runs without `CAP_SYS_ADMIN` (runc's default set), so Linux refuses
-/// both before looking at the arguments.
-pub fn set_uts_name(_p: &mut Process, _a: &[u64; 6]) -> SysResult {
-    Err(Errno::EPERM)
+/// `sethostname(name, len)`: in the sandbox's own UTS namespace
+/// (`crate::uts`), with `CAP_SYS_ADMIN` (runc's default set lacks it:
+/// `EPERM` first, as Linux checks), a name of at most 64 bytes (`EINVAL`).
+pub fn sethostname(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let name = uts_name(p, a)?;
+    crate::uts::set_hostname(&name);
+    Ok(0)
+}
+
+/// `setdomainname(name, len)`: as [`sethostname`].
+pub fn setdomainname(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    let name = uts_name(p, a)?;
+    crate::uts::set_domainname(&name);
+    Ok(0)
+}
+
+/// The name a `sethostname`/`setdomainname` caller may set.
+fn uts_name(p: &mut Process, a: &[u64; 6]) -> Result<alloc::vec::Vec<u8>, Errno> {
+    if !p.caps.has(crate::creds::CAP_SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    let len = a[1] as usize;
+    if len > crate::uts::MAX_LEN {
+        return Err(Errno::EINVAL);
+    }
+    let mut name = alloc::vec![0u8; len];
+    uaccess::copy_in(&mut p.mm, a[0], &mut name)?;
+    Ok(name)
 }
 
 /// `chroot(path)`: the directory is looked up as Linux does; without
