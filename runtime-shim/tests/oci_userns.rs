@@ -25,6 +25,17 @@ use common::{assert_same, require_kvm};
 
 const HOST_BASE: u32 = 100_000;
 
+/// A new user namespace mapping ids 0..65536 to `HOST_BASE`.. in config `c`.
+fn new_user_namespace(c: &mut serde_json::Value) {
+    c["linux"]["namespaces"]
+        .as_array_mut()
+        .expect("namespaces")
+        .push(serde_json::json!({"type": "user"}));
+    let map = serde_json::json!([{"containerID": 0, "hostID": HOST_BASE, "size": 65536}]);
+    c["linux"]["uidMappings"] = map.clone();
+    c["linux"]["gidMappings"] = map;
+}
+
 /// A change to a bundle's config.
 type Edit<'a> = Box<dyn Fn(&mut serde_json::Value) + 'a>;
 
@@ -48,13 +59,7 @@ fn user_namespace_mappings_as_under_runc() {
         &[("/userns", &prog)],
         &["/userns", "/w/new", "/userns"],
         |c| {
-            c["linux"]["namespaces"]
-                .as_array_mut()
-                .expect("namespaces")
-                .push(serde_json::json!({"type": "user"}));
-            let map = serde_json::json!([{"containerID": 0, "hostID": HOST_BASE, "size": 65536}]);
-            c["linux"]["uidMappings"] = map.clone();
-            c["linux"]["gidMappings"] = map;
+            new_user_namespace(c);
             for set in ["bounding", "effective", "permitted"] {
                 c["process"]["capabilities"][set]
                     .as_array_mut()
@@ -110,13 +115,7 @@ fn the_sandbox_process_is_in_the_new_user_namespace() {
     }
     let b = TempDir::new("userns-sleep");
     common::bundle::sleep_bundle_with(&b.0, "30", |c| {
-        c["linux"]["namespaces"]
-            .as_array_mut()
-            .expect("namespaces")
-            .push(serde_json::json!({"type": "user"}));
-        let map = serde_json::json!([{"containerID": 0, "hostID": HOST_BASE, "size": 65536}]);
-        c["linux"]["uidMappings"] = map.clone();
-        c["linux"]["gidMappings"] = map;
+        new_user_namespace(c);
     });
     let id = format!("userns-sleep-{}", std::process::id());
     let root = TempDir::new("userns-sleep-root");

@@ -145,10 +145,10 @@ const KERNEL_FILE: &str = "kernel.qreap";
 /// iovec array and the buffers it names; none for `Sleep`. `None` for a
 /// wait whose buffers are not known here (its pages are not parked).
 fn wait_buffers(ram: &GuestRam, call: qlib::abi::Call, a: [u64; 6]) -> Option<Vec<(u64, u64)>> {
-    use qlib::abi::Call;
-    const POLLFD_SIZE: u64 = 8;
-    const EPOLL_EVENT_SIZE: u64 = 12;
-    const IOVEC_SIZE: u64 = 16;
+    use crate::hostcall::EPOLL_EVENT_SIZE;
+    use qlib::abi::{Call, PollFd};
+    const POLLFD_SIZE: u64 = size_of::<PollFd>() as u64;
+    const IOVEC_SIZE: u64 = size_of::<IoVec>() as u64;
     match call {
         Call::Sleep => Some(Vec::new()),
         Call::Poll => Some(vec![(a[0], a[1].saturating_mul(POLLFD_SIZE))]),

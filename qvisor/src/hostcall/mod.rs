@@ -15,6 +15,7 @@ mod sys;
 mod unix;
 mod unixpeer;
 mod wait;
+pub use wait::EPOLL_EVENT_SIZE;
 
 #[cfg(test)]
 mod fuzz;

@@ -16,7 +16,7 @@ const EFAULT: i64 = err(libc::EFAULT);
 /// Most events one `EpollWait` returns.
 const MAX_EVENTS: u64 = qlib::abi::MAX_POLL_FDS;
 /// Size of the packed `struct epoll_event` on x86-64.
-const EPOLL_EVENT_SIZE: u64 = 12;
+pub const EPOLL_EVENT_SIZE: u64 = 12;
 
 impl HostCalls<'_> {
     /// Runs `op`; when `block` and it would block (`-EAGAIN`), waits for
