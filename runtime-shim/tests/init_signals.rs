@@ -47,15 +47,19 @@ impl Rt {
 
     /// `RT --root ROOT ARGS`: its shell status.
     fn run(self, root: &Path, args: &[&str]) -> i32 {
-        let st = self
+        self.run_err(root, args).0
+    }
+
+    /// As [`Rt::run`], with what the runtime wrote on stderr.
+    fn run_err(self, root: &Path, args: &[&str]) -> (i32, String) {
+        let out = self
             .cmd(root)
             .args(args)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
+            .output()
             .unwrap_or_else(|e| panic!("{self:?} {args:?}: {e} (runc: scripts/deps.sh)"));
-        common::shell_status(st)
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (common::shell_status(out.status), err)
     }
 
     /// The container's status (`state`), or `<none>`.
@@ -108,8 +112,8 @@ impl Running {
     }
 
     fn kill(&self, sig: &str) {
-        let st = self.rt.run(&self.root.0, &["kill", &self.id, sig]);
-        assert_eq!(st, 0, "{:?} kill {sig}", self.rt);
+        let (st, err) = self.rt.run_err(&self.root.0, &["kill", &self.id, sig]);
+        assert_eq!(st, 0, "{:?} kill {sig}: {err}", self.rt);
     }
 
     /// The exit status of `run` (the program's).

@@ -97,10 +97,13 @@ fn record_exit(c: &mut Container, status: i32) -> Result<(), ContainerError> {
 /// foreground `qrun run` deletes the container (its state directory with
 /// it) as soon as the sandbox ends: then nothing is left to record, and
 /// the kill still worked (runc answers 0 there too; `kill` used to say
-/// "container not running" about 1 time in 8 in `init_signals.rs`).
+/// "container not running" about 1 time in 8 in `init_signals.rs`). The
+/// deletion may be half done when the write fails (state.json removed,
+/// the directory not yet, as `remove_dir_retrying` waits out this
+/// command's temporary file), so the state file is what is checked.
 fn record_killed(c: &mut Container, status: i32) -> Result<(), ContainerError> {
     match record_exit(c, status) {
-        Err(_) if !c.dir.exists() => Ok(()),
+        Err(_) if !c.dir.join("state.json").exists() => Ok(()),
         r => r,
     }
 }
