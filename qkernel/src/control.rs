@@ -217,7 +217,33 @@ fn serve(interrupted: bool) {
     if word.load(Ordering::Relaxed) == 0 || SERVING.swap(true, Ordering::Acquire) {
         return;
     }
+    loop {
+        let deferred = serve_once(word, interrupted);
+        SERVING.store(false, Ordering::Release);
+        // What was posted while serving: the host calls made meanwhile
+        // returned to a nested `serve_pending`, which left it (SERVING),
+        // and the VMM kicks no more once a host call returned ("the guest
+        // reads the control page after every host call"). An alarm armed
+        // again for a deadline the host has already passed is posted
+        // during that very `SetAlarm`: unserved, a program computing
+        // without syscalls got its SIGVTALRM seconds late. After a park
+        // (hibernated from the interrupt), what woke us is served here
+        // too before the program runs again.
+        let again = word.load(Ordering::Acquire) & !deferred;
+        if again == 0 {
+            return;
+        }
+        if SERVING.swap(true, Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
+/// One round of [`serve`]: takes the posted bits and serves them. Returns
+/// the bits put back to be served later.
+fn serve_once(word: &AtomicU64, interrupted: bool) -> u64 {
     let bits = word.swap(0, Ordering::AcqRel);
+    let mut deferred = 0;
     if bits & control::RECLAIM != 0 {
         reclaim();
     }
@@ -232,6 +258,7 @@ fn serve(interrupted: bool) {
             // blocking host call returns RET_RESTART at once and we get
             // here again from inside it.
             word.fetch_or(control::HIBERNATE, Ordering::AcqRel);
+            deferred |= control::HIBERNATE;
         }
     }
     if bits & control::SIGNAL != 0 {
@@ -252,14 +279,10 @@ fn serve(interrupted: bool) {
         } else {
             // Still booting: served at the program's first syscall.
             word.fetch_or(control::EXEC, Ordering::AcqRel);
+            deferred |= control::EXEC;
         }
     }
-    SERVING.store(false, Ordering::Release);
-    // After a park (hibernated from the interrupt), serve what woke us
-    // before the program runs again; nothing else waits for it.
-    if interrupted && bits & control::HIBERNATE != 0 && pending() {
-        serve(true);
-    }
+    deferred
 }
 
 /// Returns free memory to the host; returns the bytes handed back.

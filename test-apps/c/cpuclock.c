@@ -135,20 +135,26 @@ static void clocks(void)
 	long long r0 = rusage_ns(RUSAGE_THREAD);
 	p0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	long long s0 = clock_ns(tc), w0 = wall_ns(), s1 = s0;
-	/* Naps until the spinner used 100 ms (at most 5 s). */
-	struct timespec nap = { 0, 10 * MS };
-	while (s1 - s0 < 100 * MS && wall_ns() - w0 < 5000 * MS) {
+	/* Naps until the spinner used 300 ms (at most 5 s); the main
+	 * thread's clock must stay under a third of that. Natively it stays
+	 * near 0. In the sandbox each wake-up's kernel time, host calls
+	 * included, is charged to the main thread, and on a loaded host so is
+	 * any time the vCPU thread then waits for a core (no steal-time
+	 * accounting): at a host load of 9, single wake-ups were charged up
+	 * to 22 ms. */
+	struct timespec nap = { 0, 50 * MS };
+	while (s1 - s0 < 300 * MS && wall_ns() - w0 < 5000 * MS) {
 		nanosleep(&nap, NULL);
 		s1 = clock_ns(tc);
 	}
 	stop_thread = 1;
 	pthread_join(th, NULL);
-	expect_line("main thread clock while it sleeps < 50 ms",
-		    clock_ns(CLOCK_THREAD_CPUTIME_ID) - m0 < 50 * MS, 1);
-	expect_line("RUSAGE_THREAD while it sleeps < 50 ms", rusage_ns(RUSAGE_THREAD) - r0 < 50 * MS, 1);
-	expect_line("spinner's clock advanced >= 100 ms", s1 - s0 >= 100 * MS, 1);
-	expect_line("process clock advanced >= 100 ms",
-		    clock_ns(CLOCK_PROCESS_CPUTIME_ID) - p0 >= 100 * MS, 1);
+	expect_line("main thread clock while it sleeps < 100 ms",
+		    clock_ns(CLOCK_THREAD_CPUTIME_ID) - m0 < 100 * MS, 1);
+	expect_line("RUSAGE_THREAD while it sleeps < 100 ms", rusage_ns(RUSAGE_THREAD) - r0 < 100 * MS, 1);
+	expect_line("spinner's clock advanced >= 300 ms", s1 - s0 >= 300 * MS, 1);
+	expect_line("process clock advanced >= 300 ms",
+		    clock_ns(CLOCK_PROCESS_CPUTIME_ID) - p0 >= 300 * MS, 1);
 	expect_line("getrusage(SELF) >= thread clock + spinner",
 		    rusage_ns(RUSAGE_SELF) >= s1 - s0, 1);
 
