@@ -33,6 +33,8 @@ pub struct AddrSpace {
     pub brk_start: u64,
     /// Current program break.
     pub brk: u64,
+    /// Sequential anonymous faults ([`super::fault::anon_window`]).
+    pub seq: super::fault::SeqFaults,
 }
 
 /// PTE flags for a VMA protection.
@@ -48,6 +50,7 @@ impl AddrSpace {
             vmas: VmaSet::default(),
             brk_start: 0,
             brk: 0,
+            seq: super::fault::SeqFaults::default(),
         }
     }
 
