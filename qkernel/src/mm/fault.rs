@@ -146,7 +146,12 @@ pub fn handle(mm: &mut AddrSpace, addr: u64, error: u64) -> Result<(), FaultErro
         if vma.file.is_none() && matches!(vma.kind, VmaKind::Anon | VmaKind::Heap) {
             let (start, end) = anon_window(&mut mm.seq, &vma, page);
             crate::stats::mapped((end - start) / 4096);
-            return mm.populate(start, end).map_err(|_| FaultError::Oom);
+            // Near the memory limit only the page itself must fit: what
+            // was mapped ahead stays (zero pages of the program's own).
+            return mm
+                .populate(start, end)
+                .or_else(|_| mm.populate(page, page + 4096))
+                .map_err(|_| FaultError::Oom);
         }
         crate::stats::mapped((end - start) / 4096);
         return mm.populate(start, end).map_err(|_| FaultError::Oom);
