@@ -56,7 +56,21 @@ pub type LogLevel = u64;
 /// constants: not writable, no bss) as loaded: `(gpa, bytes of image,
 /// executable)`. Nothing writes them after boot, so a hibernated sandbox
 /// can drop them and copy them back from the image at wake (`hibernate`).
-pub type KernelText = Vec<(u64, &'static [u8], bool)>;
+pub type KernelText = Vec<TextPages>;
+
+/// Whole read-only pages of the kernel image in guest RAM.
+#[derive(Debug, Clone, Copy)]
+pub struct TextPages {
+    /// Guest-physical address (page aligned).
+    pub gpa: u64,
+    /// The image's bytes for them (whole pages).
+    pub bytes: &'static [u8],
+    /// Code (else constants).
+    pub exec: bool,
+    /// Mapped from the qrun binary (`crate::kernel_text`), not copied:
+    /// dropped, they come back from the page cache by themselves.
+    pub from_file: bool,
+}
 
 /// Loads the kernel ELF into guest RAM; returns its entry point and its
 /// code pages ([`KernelText`]).
@@ -95,20 +109,40 @@ pub fn load_kernel(ram: &GuestRam, image: &'static [u8]) -> Result<(u64, KernelT
         let bytes = image
             .get(offset..offset + filesz)
             .ok_or(bad("segment beyond end of file"))?;
-        // Guest RAM is fresh anonymous memory: the bss is already zero.
-        ram.write_bytes(paddr, bytes)
-            .map_err(|_| bad("segment outside guest RAM"))?;
         // PF_W clear, no bss: whole pages only (the segment's first and
         // last pages may hold a neighbour's bytes).
+        let mut whole = None;
         if flags & 2 == 0 && filesz as u64 == memsz {
             let start = paddr.next_multiple_of(PAGE_SIZE);
             let end = (paddr + memsz) & !(PAGE_SIZE - 1);
             if end > start {
                 let from = offset + (start - paddr) as usize;
                 if let Some(b) = image.get(from..from + (end - start) as usize) {
-                    text.push((start, b, flags & 1 != 0));
+                    let from_file = crate::kernel_text::map(ram, start, b);
+                    text.push(TextPages {
+                        gpa: start,
+                        bytes: b,
+                        exec: flags & 1 != 0,
+                        from_file,
+                    });
+                    whole = from_file.then_some((start, end));
                 }
             }
+        }
+        // Guest RAM is fresh anonymous memory: the bss is already zero.
+        // Pages mapped from the binary already hold their bytes.
+        let write = |gpa: u64, b: &[u8]| {
+            ram.write_bytes(gpa, b)
+                .map_err(|_| bad("segment outside guest RAM"))
+        };
+        match whole {
+            Some((start, end)) => {
+                let head = (start - paddr) as usize;
+                let tail = (end - paddr) as usize;
+                write(paddr, &bytes[..head])?;
+                write(end, &bytes[tail..])?;
+            }
+            None => write(paddr, bytes)?,
         }
     }
     Ok((entry, text))

@@ -61,6 +61,10 @@ pub struct GuestRam {
     base: u64,
     /// Host address of the window's GPA [`FILE_WINDOW_GPA`].
     window: u64,
+    /// Ranges of guest RAM mapped from a file (`crate::kernel_text`):
+    /// `mincore` says "resident" for page-cache pages, so
+    /// [`GuestRam::resident_pages`] leaves them out.
+    file_backed: std::sync::Mutex<Vec<(u64, u64)>>,
 }
 
 impl Drop for GuestRam {
@@ -99,6 +103,7 @@ impl GuestRam {
             size,
             base,
             window: window as u64,
+            file_backed: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -348,9 +353,29 @@ impl GuestRam {
         dropped
     }
 
+    /// Notes that `[gpa, gpa + len)` is now mapped from a file.
+    pub fn note_file_backed(&self, gpa: u64, len: u64) {
+        let mut v = self.file_backed.lock().unwrap_or_else(|e| e.into_inner());
+        v.push((gpa, len));
+    }
+
     /// The guest-physical addresses of the resident pages of guest RAM
-    /// from `from` (page aligned) to its end, in order (`mincore`).
+    /// from `from` (page aligned) to its end, in order (`mincore`), but
+    /// for ranges mapped from a file ([`GuestRam::note_file_backed`]):
+    /// reading or parking those would bring them into this process or
+    /// make private copies of them.
     pub fn resident_pages(&self, from: u64) -> Vec<u64> {
+        let file_backed = self
+            .file_backed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut out = self.resident_pages_all(from);
+        out.retain(|&g| !file_backed.iter().any(|&(s, l)| g >= s && g < s + l));
+        out
+    }
+
+    fn resident_pages_all(&self, from: u64) -> Vec<u64> {
         const CHUNK: u64 = 16 << 20;
         let mut resident = vec![0u8; (CHUNK / 4096) as usize];
         let mut out = Vec::new();

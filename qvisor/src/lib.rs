@@ -12,6 +12,7 @@ mod file_window;
 mod guest_mem;
 mod hibernate;
 mod hostcall;
+mod kernel_text;
 mod kick;
 mod kick_inject;
 mod program;
@@ -37,8 +38,15 @@ use crate::hostcall::HostCalls;
 pub use crate::hostcall::Returned;
 pub use crate::program::read_program;
 
-/// The guest kernel, built by `build.rs` for `x86_64-unknown-none`.
-static KERNEL_IMAGE: &[u8] = include_bytes!(env!("QKERNEL_IMAGE"));
+/// `T` at a page boundary.
+#[repr(C, align(4096))]
+struct PageAligned<T: ?Sized>(T);
+
+/// The guest kernel, built by `build.rs` for `x86_64-unknown-none`; page
+/// aligned in the binary, so its read-only pages can be mapped from it
+/// (`kernel_text`).
+static KERNEL_ALIGNED: &PageAligned<[u8]> = &PageAligned(*include_bytes!(env!("QKERNEL_IMAGE")));
+static KERNEL_IMAGE: &[u8] = &KERNEL_ALIGNED.0;
 
 /// Default guest RAM of `qrun do`: 256 MiB.
 pub const DEFAULT_MEMORY: u64 = 256 << 20;

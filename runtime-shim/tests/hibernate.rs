@@ -361,13 +361,15 @@ fn a_corrupted_or_truncated_reap_file_stops_the_sandbox_loudly() {
     }
 }
 
-/// Resident pages of `pid`'s guest RAM (its anonymous read-write mapping
-/// of `size` bytes) above the low pages, and how many of them are all
+/// Resident pages of `pid`'s guest RAM (`size` bytes of read-write
+/// mappings: anonymous, but for the kernel's code mapped from the qrun
+/// binary in between) above the low pages, and how many of them are all
 /// zero; from /proc/PID/pagemap and /proc/PID/mem.
 fn resident_guest_pages(pid: u32, size: u64) -> (u64, u64) {
     use std::io::{Read, Seek, SeekFrom};
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let base = maps
+    // (start, end, anonymous) of the read-write private mappings.
+    let rw: Vec<(u64, u64, bool)> = maps
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
@@ -376,9 +378,22 @@ fn resident_guest_pages(pid: u32, size: u64) -> (u64, u64) {
                 u64::from_str_radix(lo, 16).ok()?,
                 u64::from_str_radix(hi, 16).ok()?,
             );
-            (hi - lo == size && f.get(1) == Some(&"rw-p") && f.len() == 5).then_some(lo)
+            (f.get(1) == Some(&"rw-p")).then_some((lo, hi, f.len() == 5))
         })
-        .next()
+        .collect();
+    // An anonymous mapping from which contiguous read-write mappings
+    // reach `size` bytes.
+    let base = rw
+        .iter()
+        .filter(|m| m.2)
+        .map(|m| m.0)
+        .find(|&lo| {
+            let mut end = lo;
+            while let Some(m) = rw.iter().find(|m| m.0 == end) {
+                end = m.1;
+            }
+            end - lo == size
+        })
         .expect("the guest-RAM mapping");
     let mut pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).expect("pagemap");
     let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");

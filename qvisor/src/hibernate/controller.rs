@@ -410,7 +410,7 @@ impl Hibernation {
         let unchanged = self
             .kernel_text
             .iter()
-            .all(|&(gpa, bytes, _)| same_bytes(ram, gpa, bytes));
+            .all(|t| same_bytes(ram, t.gpa, t.bytes));
         if !unchanged {
             log::warn!("guest kernel code differs from its image: kept");
             return;
@@ -424,11 +424,17 @@ impl Hibernation {
             call,
             Some(qlib::abi::Call::Sleep | qlib::abi::Call::Poll | qlib::abi::Call::EpollWait)
         );
-        for &(gpa, bytes, _) in self.kernel_text.iter().filter(|t| t.2 || constants) {
+        // Pages mapped from the binary always go: read again, even by
+        // this wait, they come back from the page cache as they were.
+        for t in self
+            .kernel_text
+            .iter()
+            .filter(|t| t.exec || constants || t.from_file)
+        {
             // Page-aligned and inside guest RAM (`load_kernel`).
-            let _ = ram.discard(gpa, bytes.len() as u64);
+            let _ = ram.discard(t.gpa, t.bytes.len() as u64);
             // The comparison faulted the image's pages into this process.
-            drop_file_pages(bytes);
+            drop_file_pages(t.bytes);
         }
         // All-zero guest pages (zeroed kernel data, bss, stacks) read back
         // as zero once dropped. The guest does not run until the wake, and
@@ -476,9 +482,11 @@ impl Hibernation {
         if !i.text_dropped {
             return Ok(());
         }
-        for &(gpa, bytes, _) in &self.kernel_text {
-            ram.write_bytes(gpa, bytes)
-                .map_err(|_| SwapError::BadPage(gpa))?;
+        // Pages mapped from the binary come back from the page cache by
+        // themselves: written, they would become private copies.
+        for t in self.kernel_text.iter().filter(|t| !t.from_file) {
+            ram.write_bytes(t.gpa, t.bytes)
+                .map_err(|_| SwapError::BadPage(t.gpa))?;
         }
         i.text_dropped = false;
         Ok(())
