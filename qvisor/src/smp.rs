@@ -258,8 +258,8 @@ impl Smp {
                 return true;
             }
             me.idle.store(true, Ordering::SeqCst);
-            hib.wait_released(|| self.stopping());
-            if self.stopping() {
+            if !hib.wait_released(|| self.stopping()) {
+                // The sandbox ends (or failed while hibernated).
                 return false;
             }
         }
@@ -426,7 +426,13 @@ fn run_loop(
                 }
                 0
             }
-            Some(Call::Panic) => return Err(VmmError::GuestPanic(message(a[1], a[2]))),
+            // Named, so that a panic is not taken for vCPU 0's.
+            Some(Call::Panic) => {
+                return Err(VmmError::GuestPanic(format!(
+                    "vCPU {k}: {}",
+                    message(a[1], a[2])
+                )));
+            }
             Some(Call::BootError) => return Err(VmmError::Boot(message(a[1], a[2]))),
             _ => ENOSYS,
         };

@@ -500,13 +500,19 @@ impl Hibernation {
     }
 
     /// Blocks a secondary vCPU's thread while the guest is held
-    /// (hibernated, or failed), until the wake has read every page back,
-    /// the sandbox ends, or `stop()` says so: a secondary must not enter
-    /// the guest while [`Self::before_wait`] may have dropped its memory
-    /// (`crate::smp::Smp::idle`).
-    pub fn wait_released(&self, stop: impl Fn() -> bool) {
+    /// (hibernated, or failed), until the wake has read every page back
+    /// (true), or the sandbox ends or `stop()` says so (false): a
+    /// secondary must not enter the guest while [`Self::before_wait`] may
+    /// have dropped its memory (`crate::smp::Smp::idle`).
+    pub fn wait_released(&self, stop: impl Fn() -> bool) -> bool {
         let mut i = self.lock();
-        while self.hold.load(Ordering::SeqCst) && !i.closed && !stop() {
+        loop {
+            if i.closed || stop() {
+                return false;
+            }
+            if !self.hold.load(Ordering::SeqCst) {
+                return true;
+            }
             i = self
                 .changed
                 .wait_timeout(i, RELEASE_POLL)
