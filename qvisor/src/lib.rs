@@ -383,7 +383,7 @@ impl Sandbox {
                 &listener,
                 config,
             )
-            .and_then(|()| start_vcpus(s, secondaries, &smp, &ram, &channel, config));
+            .and_then(|()| start_vcpus(s, secondaries, &smp, (&ram, &channel, &hib), config));
             // The vCPU runs on this thread: one host task fewer under the
             // container's pids limit (`HOST_THREADS`).
             let result = started.and_then(|()| {
@@ -427,8 +427,7 @@ fn start_vcpus<'scope, 'env>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     vcpus: Vec<kvm_ioctls::VcpuFd>,
     smp: &'env smp::Smp,
-    ram: &'env GuestRam,
-    channel: &'env ControlChannel,
+    (ram, channel, hib): (&'env GuestRam, &'env ControlChannel, &'env Hibernation),
     config: &'env SandboxConfig,
 ) -> Result<(), VmmError> {
     const NAMES: [&str; MAX_CPUS] = [
@@ -440,7 +439,7 @@ fn start_vcpus<'scope, 'env>(
         std::thread::Builder::new()
             .name(NAMES[k].into())
             .spawn_scoped(s, move || {
-                smp::run_secondary(vcpu, k, smp, ram, channel, log_level)
+                smp::run_secondary(vcpu, k, smp, ram, channel, hib, log_level)
             })
             .map_err(|e| VmmError::Thread(NAMES[k], e))?;
     }

@@ -15,7 +15,7 @@
 //! sandbox with it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Condvar, Mutex};
 
 use kvm_ioctls::{VcpuExit, VcpuFd};
@@ -24,6 +24,7 @@ use qlib::abi::{Call, HOSTCALL_PORT, HostCall, MAX_VCPUS, WAKE_KICK};
 use crate::control::ControlChannel;
 use crate::error::VmmError;
 use crate::guest_mem::GuestRam;
+use crate::hibernate::Hibernation;
 use crate::kick::Kick;
 
 const ENOSYS: i64 = -(libc::ENOSYS as i64);
@@ -56,7 +57,17 @@ pub struct Smp {
     /// Secondaries that made their first host call (booted into native
     /// mode).
     pub online: AtomicUsize,
+    /// Robustness testing only ([`IDLE_DELAY_ENV`]): how long a secondary
+    /// woken in `VcpuIdle` lingers before it leaves the wait.
+    idle_delay: Option<std::time::Duration>,
 }
+
+/// Robustness testing only: set to a number of milliseconds, every
+/// secondary woken in `VcpuIdle` waits that long before it leaves the
+/// wait (still counted idle), as a host thread that is not scheduled at
+/// once does: the race between a stale wake and a hibernation
+/// (`Smp::idle`) then happens at every hibernation that follows a recall.
+pub const IDLE_DELAY_ENV: &str = "QVISOR_IDLE_DELAY_MS";
 
 fn eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: eventfd has no memory-safety preconditions.
@@ -94,6 +105,10 @@ impl Smp {
             stop_fd: eventfd()?,
             failure: Mutex::new(None),
             online: AtomicUsize::new(0),
+            idle_delay: std::env::var(IDLE_DELAY_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(std::time::Duration::from_millis),
         })
     }
 
@@ -160,6 +175,9 @@ impl Smp {
     pub fn quiet(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         loop {
+            // Pairs with `idle`'s: a secondary that leaves its wait after
+            // this saw it idle sees the hold the caller set before.
+            fence(Ordering::SeqCst);
             if self.cpus.iter().all(|c| c.idle.load(Ordering::SeqCst)) {
                 return true;
             }
@@ -210,13 +228,41 @@ impl Smp {
     }
 
     /// `Call::VcpuIdle` of vCPU `k`: blocks until its wake eventfd or the
-    /// stop eventfd is readable. False when the sandbox ends.
-    fn idle(&self, k: usize) -> bool {
+    /// stop eventfd is readable, and the guest is not held by a
+    /// hibernation. False when the sandbox ends.
+    ///
+    /// The hold matters because the wake eventfd can be readable with no
+    /// work for the vCPU: vCPU 0 pokes it at every try of a recall and
+    /// when it assigns a task it may take back before the secondary runs
+    /// (`qkernel::task::offload`), so a secondary may leave this wait
+    /// after vCPU 0 committed a hibernation. `quiet` counted it idle
+    /// until then, so `Hibernation::before_wait` may already have dropped
+    /// the kernel's code and parked its pages: a secondary entering the
+    /// guest then ran zeros (a triple fault, "unexpected exit Shutdown")
+    /// or wrote pages the wake then overwrote (docs/smp.md, "The
+    /// secondary that ran on dropped memory"). So a secondary announces
+    /// that it leaves (`idle` false) *before* it looks at the hold (with
+    /// `quiet`'s fence, one of the two sees the other), and while the
+    /// guest is held it stays idle until the wake has read everything
+    /// back.
+    fn idle(&self, k: usize, hib: &Hibernation) -> bool {
         let me = &self.cpus[k - 1];
         me.idle.store(true, Ordering::SeqCst);
-        let woken = self.idle_wait(k);
-        me.idle.store(false, Ordering::SeqCst);
-        woken
+        if !self.idle_wait(k) {
+            return false;
+        }
+        loop {
+            me.idle.store(false, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if !hib.holds_guest() {
+                return true;
+            }
+            me.idle.store(true, Ordering::SeqCst);
+            if !hib.wait_released(|| self.stopping()) {
+                // The sandbox ends (or failed while hibernated).
+                return false;
+            }
+        }
     }
 
     /// [`Smp::idle`]'s wait.
@@ -238,6 +284,9 @@ impl Smp {
             // SAFETY: two valid pollfds.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
             if n > 0 && fds[0].revents != 0 {
+                if let Some(d) = self.idle_delay {
+                    std::thread::sleep(d);
+                }
                 crate::control::drain(wake);
                 return true;
             }
@@ -254,6 +303,7 @@ pub fn run_secondary(
     smp: &Smp,
     ram: &GuestRam,
     channel: &ControlChannel,
+    hib: &Hibernation,
     log_level: u64,
 ) {
     if !smp.wait_start() {
@@ -268,6 +318,7 @@ pub fn run_secondary(
         smp,
         ram,
         channel,
+        hib,
         log_level,
     };
     if let Err(e) = run_loop(&mut vcpu, &cpu, kick, exit_flag) {
@@ -282,6 +333,8 @@ struct Cpu<'a> {
     smp: &'a Smp,
     ram: &'a GuestRam,
     channel: &'a ControlChannel,
+    /// Holds the vCPU in `VcpuIdle` while the guest is hibernated.
+    hib: &'a Hibernation,
     log_level: u64,
 }
 
@@ -296,6 +349,7 @@ fn run_loop(
         smp,
         ram,
         channel,
+        hib,
         log_level,
     } = *cpu;
     let err = |m: String| VmmError::Vcpu(format!("vCPU {k}: {m}"));
@@ -351,7 +405,7 @@ fn run_loop(
         }
         let ret = match Call::from_u64(req.call) {
             Some(Call::VcpuIdle) => {
-                if !smp.idle(k) {
+                if !smp.idle(k, hib) {
                     return Ok(());
                 }
                 0
@@ -372,7 +426,13 @@ fn run_loop(
                 }
                 0
             }
-            Some(Call::Panic) => return Err(VmmError::GuestPanic(message(a[1], a[2]))),
+            // Named, so that a panic is not taken for vCPU 0's.
+            Some(Call::Panic) => {
+                return Err(VmmError::GuestPanic(format!(
+                    "vCPU {k}: {}",
+                    message(a[1], a[2])
+                )));
+            }
             Some(Call::BootError) => return Err(VmmError::Boot(message(a[1], a[2]))),
             _ => ENOSYS,
         };

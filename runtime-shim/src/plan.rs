@@ -195,9 +195,14 @@ pub struct Resources {
 impl Resources {
     /// The sandbox's vCPUs from `linux.resources.cpu`: the quota
     /// (`ceil(quota / period)`, period 100 ms if unset) and the cpuset's
-    /// CPU count, the smaller of the two; 1 without either; at most
-    /// `qvisor::MAX_CPUS` (docs/smp.md).
+    /// CPU count, the smaller of the two; without either the host's CPUs
+    /// ([`host_vcpus`]); at most `qvisor::MAX_CPUS` (docs/smp.md).
     pub fn vcpus(&self) -> usize {
+        self.vcpus_or(host_vcpus())
+    }
+
+    /// [`Resources::vcpus`] with `default` for a sandbox without limits.
+    fn vcpus_or(&self, default: usize) -> usize {
         let quota = self.cpu_quota.filter(|q| *q > 0).map(|q| {
             let period = self.cpu_period.filter(|p| *p > 0).unwrap_or(100_000);
             (q as u64).div_ceil(period).max(1) as usize
@@ -206,10 +211,21 @@ impl Resources {
         let n = match (quota, set) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => 1,
+            (None, None) => default,
         };
         n.clamp(1, qvisor::MAX_CPUS)
     }
+}
+
+/// The vCPUs of a sandbox given no CPU limit (a bundle without quota or
+/// cpuset, `qrun do` without `--cpus`): the CPUs this process may run on
+/// (`available_parallelism`: the affinity mask and the cgroup quota), 1
+/// if that cannot be read, at most `qvisor::MAX_CPUS` (docs/smp.md,
+/// "How many").
+pub fn host_vcpus() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, qvisor::MAX_CPUS)
 }
 
 /// CPUs in a cpuset list (`0-3,6`); None if it does not parse.
@@ -271,7 +287,11 @@ mod tests {
 
     #[test]
     fn vcpus_from_quota_and_cpuset() {
-        assert_eq!(res(None, None, None).vcpus(), 1);
+        assert_eq!(res(None, None, None).vcpus_or(1), 1);
+        assert_eq!(res(None, None, None).vcpus_or(3), 3);
+        assert_eq!(res(None, None, None).vcpus_or(64), qvisor::MAX_CPUS);
+        assert_eq!(res(None, None, None).vcpus(), host_vcpus());
+        assert_eq!(res(Some(100_000), None, None).vcpus_or(4), 1);
         assert_eq!(res(Some(200_000), Some(100_000), None).vcpus(), 2);
         assert_eq!(res(Some(150_000), Some(100_000), None).vcpus(), 2);
         assert_eq!(res(Some(50_000), Some(100_000), None).vcpus(), 1);
@@ -280,7 +300,13 @@ mod tests {
         assert_eq!(res(None, None, Some("0,2,4-5")).vcpus(), 4);
         assert_eq!(res(Some(400_000), Some(100_000), Some("1")).vcpus(), 1);
         assert_eq!(res(Some(-1), None, Some("0-63")).vcpus(), qvisor::MAX_CPUS);
-        assert_eq!(res(None, None, Some("bad")).vcpus(), 1);
-        assert_eq!(res(None, None, Some("3-1")).vcpus(), 1);
+        assert_eq!(res(None, None, Some("bad")).vcpus_or(1), 1);
+        assert_eq!(res(None, None, Some("3-1")).vcpus_or(2), 2);
+    }
+
+    #[test]
+    fn host_vcpus_follow_the_host() {
+        let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(host_vcpus(), host.min(qvisor::MAX_CPUS));
     }
 }

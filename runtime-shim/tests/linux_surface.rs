@@ -451,7 +451,9 @@ fn busybox_system_tools() {
         "top: {top:?}"
     );
 
-    assert_eq!(busybox(&["nproc"]), "1\n");
+    // One vCPU per host CPU (at most 8) without a CPU limit.
+    let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(busybox(&["nproc"]), format!("{}\n", host.min(8)));
     let host = busybox(&["hostname"]);
     assert_eq!(
         busybox(&[

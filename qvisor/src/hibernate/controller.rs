@@ -136,6 +136,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const SETTLE_WAIT: Duration = Duration::from_millis(100);
 const SETTLE_DELAY: Duration = Duration::from_millis(5);
 
+/// How often [`Hibernation::wait_released`] looks at its `stop` test
+/// (the wake and the sandbox's end notify it at once).
+const RELEASE_POLL: Duration = Duration::from_millis(20);
+
 /// File name, in the state directory, of the parked kernel pages.
 const KERNEL_FILE: &str = "kernel.qreap";
 
@@ -501,6 +505,28 @@ impl Hibernation {
     /// Whether the guest is held until a wake (hibernated, or failed).
     pub fn holds_guest(&self) -> bool {
         self.hold.load(Ordering::Acquire)
+    }
+
+    /// Blocks a secondary vCPU's thread while the guest is held
+    /// (hibernated, or failed), until the wake has read every page back
+    /// (true), or the sandbox ends or `stop()` says so (false): a
+    /// secondary must not enter the guest while [`Self::before_wait`] may
+    /// have dropped its memory (`crate::smp::Smp::idle`).
+    pub fn wait_released(&self, stop: impl Fn() -> bool) -> bool {
+        let mut i = self.lock();
+        loop {
+            if i.closed || stop() {
+                return false;
+            }
+            if !self.hold.load(Ordering::SeqCst) {
+                return true;
+            }
+            i = self
+                .changed
+                .wait_timeout(i, RELEASE_POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Whether the sandbox failed (it must stop, not wait on).

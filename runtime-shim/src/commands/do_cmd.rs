@@ -62,7 +62,7 @@ pub fn run(args: &[String], debug: bool) -> i32 {
 
 fn parse(args: &[String], debug: bool) -> Result<SandboxConfig, String> {
     let mut memory = DEFAULT_MEMORY;
-    let mut cpus = 1usize;
+    let mut cpus = crate::plan::host_vcpus();
     let mut stats = false;
     let mut env = Vec::new();
     let mut paths: [Option<String>; 4] = Default::default();

@@ -32,6 +32,19 @@ impl Controlled {
         args: &[&str],
         stdin: Stdio,
     ) -> (Controlled, String) {
+        Self::start_with_vmm_env(tag, opts, &[], prog, args, stdin)
+    }
+
+    /// Like [`Controlled::start_with`], with `vmm_env` in the environment
+    /// of `qrun` itself (the VMM's test hooks, e.g. `QVISOR_IDLE_DELAY_MS`).
+    pub fn start_with_vmm_env(
+        tag: &str,
+        opts: &[&str],
+        vmm_env: &[(&str, &str)],
+        prog: &Path,
+        args: &[&str],
+        stdin: Stdio,
+    ) -> (Controlled, String) {
         let dir = TempDir::new(tag);
         let socket = dir.join("ctl.sock");
         let state = dir.join("state");
@@ -39,6 +52,7 @@ impl Controlled {
             .arg(prog)
             .args(args)
             .env_clear()
+            .envs(vmm_env.iter().copied())
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
