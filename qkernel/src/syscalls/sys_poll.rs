@@ -92,7 +92,11 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
         return Ok(ready);
     }
     let gpa = crate::mm::kva_to_gpa(host_fds.as_ptr() as u64);
-    let host_deadline = if park { 0 } else { deadline };
+    let host_deadline = if park {
+        0
+    } else {
+        hostcall::host_deadline(deadline)
+    };
     host_result(hostcall::call(
         Call::Poll,
         [gpa, host_fds.len() as u64, host_deadline, 0, 0, 0],
