@@ -419,13 +419,9 @@ impl Container {
         assert_eq!(status, 0, "{}: run's status; stderr: {stderr}", self.what());
     }
 
-    /// CPU time (ns) of the live threads of `run` and its descendants:
-    /// the first field of each `/proc/PID/task/TID/schedstat`.
-    fn cpu_ns(&self) -> u64 {
-        self.cpu_by_thread().values().map(|(_, ns)| ns).sum()
-    }
-
-    /// The same per thread: TID -> (name, ns).
+    /// CPU time (ns) of each live thread of `run` and its descendants
+    /// (the first field of its `/proc/PID/task/TID/schedstat`): TID ->
+    /// (name, ns).
     fn cpu_by_thread(&self) -> std::collections::BTreeMap<u32, (String, u64)> {
         let mut by = std::collections::BTreeMap::new();
         for pid in tree(self.server.pid()) {

@@ -405,9 +405,7 @@ pub fn idle_poll(futex_deadline: u64) {
     let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
     let sent = hostcall::host_deadline(deadline);
     let args = [gpa, fds.len() as u64, sent, 0, 0, 0];
-    crate::stats::idle_wait(deadline != NEVER, || {
-        super::futex::next_two_deadlines().1
-    });
+    crate::stats::idle_wait(deadline != NEVER, || super::futex::next_two_deadlines().1);
     let rc = hostcall::call_once(Call::Poll, args);
     crate::stats::idle_woke();
     if rc == 0 {
