@@ -1,6 +1,8 @@
 //! Host calls (`qlib::abi`): a record in kernel memory and a doorbell.
 //! Each costs ~30 µs, so callers batch (iovec lists) and keep data in place.
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use crate::arch;
 use crate::mm::kva_to_gpa;
 use qlib::abi::{Call, HOSTCALL_PORT, HostCall, IoVec, RET_RESTART};
@@ -135,10 +137,54 @@ pub fn iovecs(v: &[IoVec]) -> (u64, u64) {
     (kva_to_gpa(v.as_ptr() as u64), v.len() as u64)
 }
 
+/// How far the host's `CLOCK_MONOTONIC` runs ahead of the guest's (ns),
+/// as far as waits that timed out before the guest's deadline showed:
+/// added to the deadlines the host waits for ([`host_deadline`]). The
+/// guest's clock starts from the host's time read before the `Hello`
+/// call returned, so it lags by about one host-call exit; a host wait
+/// that ends at the deadline the host sees would end before the guest's,
+/// and the guest would wait again (another host call) or, for a sleep,
+/// return early.
+static HOST_AHEAD: AtomicU64 = AtomicU64::new(0);
+/// The largest correction: the host's own waits were rounded up to 1 ms
+/// before, so no wait becomes later than it was then.
+const MAX_AHEAD_NS: u64 = 1_000_000;
+
+/// The host deadline for the guest monotonic `deadline_ns` (0 and
+/// `u64::MAX` stay: now, none).
+pub fn host_deadline(deadline_ns: u64) -> u64 {
+    if deadline_ns == 0 || deadline_ns == u64::MAX {
+        return deadline_ns;
+    }
+    deadline_ns.saturating_add(HOST_AHEAD.load(Ordering::Relaxed))
+}
+
+/// A host wait for `sent` (a [`host_deadline`]) timed out: the host's
+/// clock has reached `sent`. If the guest's has not, the host is ahead by
+/// at least the difference.
+pub fn timed_out(sent: u64) {
+    if sent == 0 || sent == u64::MAX {
+        return;
+    }
+    let now = crate::time::monotonic_ns();
+    if now < sent {
+        HOST_AHEAD.fetch_max((sent - now).min(MAX_AHEAD_NS), Ordering::Relaxed);
+    }
+}
+
 /// Blocks until the monotonic clock reaches `deadline_ns` (`u64::MAX`:
 /// forever); false when a handled signal cut the sleep short.
 pub fn sleep_until(deadline_ns: u64) -> bool {
-    call(Call::Sleep, [deadline_ns, 0, 0, 0, 0, 0]) != RET_RESTART
+    loop {
+        let sent = host_deadline(deadline_ns);
+        if call(Call::Sleep, [sent, 0, 0, 0, 0, 0]) == RET_RESTART {
+            return false;
+        }
+        if deadline_ns == u64::MAX || crate::time::monotonic_ns() >= deadline_ns {
+            return true;
+        }
+        timed_out(sent);
+    }
 }
 
 /// Ends the sandbox with `status`.

@@ -47,6 +47,14 @@ static FAULT_PRESENT: Slot = Slot::new();
 static FLUSHES: AtomicU64 = AtomicU64::new(0);
 /// Pages mapped by demand paging (fault-around included).
 static PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);
+/// Idle waits in the host, with the TSC ticks the vCPU was awake before
+/// each (since the previous idle wait ended).
+static IDLE: Slot = Slot::new();
+/// When the last idle wait ended (0: none yet).
+static WOKE_AT: AtomicU64 = AtomicU64::new(0);
+/// Idle waits on a deadline, by how far the next deadline was after the
+/// first: within 50 us, 1 ms, 10 ms, further or none.
+static GAPS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 /// Turns counting on when the VMM's boot flags ask for it.
 pub fn init(enabled: bool) {
@@ -103,6 +111,36 @@ pub fn flush() {
 pub fn mapped(n: u64) {
     if on() {
         PAGES_MAPPED.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The vCPU starts an idle wait in the host whose deadline is the
+/// earliest of the timed waits; `gap` is how far the next one is after
+/// it (`u64::MAX`: none), asked only when counting.
+pub fn idle_wait(timed: bool, gap: impl FnOnce() -> u64) {
+    if !on() {
+        return;
+    }
+    let gap = gap();
+    let woke = WOKE_AT.load(Ordering::Relaxed);
+    if woke != 0 {
+        IDLE.add(since(woke));
+    }
+    if timed {
+        let bin = match gap {
+            0..50_000 => 0,
+            50_000..1_000_000 => 1,
+            1_000_000..10_000_000 => 2,
+            _ => 3,
+        };
+        GAPS[bin].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The idle wait ended.
+pub fn idle_woke() {
+    if on() {
+        WOKE_AT.store(crate::arch::rdtsc(), Ordering::Relaxed);
     }
 }
 
@@ -188,6 +226,18 @@ pub fn report() {
             .ok();
         }
     }
+    send(&mut line);
+    let g = GAPS.each_ref().map(|a| a.load(Ordering::Relaxed));
+    let _ = write!(
+        line,
+        "idle waits {} ({} us awake before them); timed ones by the next deadline's distance: <50us {}, <1ms {}, <10ms {}, further {}",
+        IDLE.n.load(Ordering::Relaxed),
+        us(IDLE.tsc.load(Ordering::Relaxed)),
+        g[0],
+        g[1],
+        g[2],
+        g[3]
+    );
     send(&mut line);
     crate::fs::frozen::report(&mut line);
     send(&mut line);

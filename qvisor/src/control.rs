@@ -84,7 +84,7 @@ impl ControlChannel {
             stop: AtomicBool::new(false),
             stop_fd: eventfd()?,
             kick: Kick::default(),
-            slicer: Slicer::default(),
+            slicer: Slicer::new()?,
             alarm: alarm_timerfd()?,
         }))
     }

@@ -1,23 +1,33 @@
 //! Time slices: the guest kernel has no timer tick, so a task that
 //! computes without syscalls would keep the vCPU forever. The slice
 //! watcher (one thread per sandbox) samples the guest's
-//! `ControlPage::slice` word every [`SLICE`]: when it says other tasks
-//! want the vCPU and its switch counter has not moved since the previous
-//! sample, the running task has had a whole slice, and the watcher posts
-//! `control::PREEMPT` with a kick (`crate::kick`): the guest switches at
-//! its next return to user mode (docs/threads.md, "Preemption").
+//! `ControlPage::slice` word every [`SLICE`] of guest running time: when
+//! it says other tasks want the vCPU and its switch counter has not moved
+//! since the previous sample, the running task has had a whole slice, and
+//! the watcher posts `control::PREEMPT` with a kick (`crate::kick`): the
+//! guest switches at its next return to user mode (docs/threads.md,
+//! "Preemption").
 //!
 //! Cost: nothing while the guest has one task or its tasks block: the
-//! watcher sleeps on a condvar until the guest, having set the "others
-//! want the vCPU" bit, reads `slice_watch` = 0 and makes a
-//! `Call::SliceWatch` (one exit). After [`QUIET_TICKS`] samples without
-//! that bit it goes back to sleep. The kick is only sent while the vCPU
-//! runs guest code: a task in a host call returns to the guest kernel,
-//! which reads the control page anyway; and a blocking host call is never
-//! cut short (no eventfd poke).
+//! watcher sleeps until the guest, having set the "others want the vCPU"
+//! bit, reads `slice_watch` = 0 and makes a `Call::SliceWatch` (one exit).
+//! After [`QUIET_TICKS`] samples without that bit it goes back to sleep.
+//! The samples come from a timerfd ([`SliceTimer`]) that runs only while
+//! vCPU 0 runs: the vCPU thread stops it when it starts waiting in the
+//! host (an idle `Poll` or `Sleep`, a blocking read: [`Slicer::pause`])
+//! and restarts it for a whole slice when the wait ends
+//! ([`Slicer::resume`]), two `timerfd_settime` calls per wait. So a guest
+//! whose tasks wake for a moment many times a second (a JVM's periodic
+//! threads) costs the watcher no wake-up at all, while a task that
+//! computes for a slice with others waiting (on the run queue, on host
+//! fds, on a deadline) is still preempted. The kick is only sent while
+//! the vCPU runs guest code: a task in a host call returns to the guest
+//! kernel, which reads the control page anyway; and a blocking host call
+//! is never cut short (no eventfd poke).
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use qlib::abi::{
@@ -38,35 +48,146 @@ pub const SLICE: Duration = Duration::from_millis(10);
 /// secondary").
 pub const QUICK_SLICE: Duration = Duration::from_millis(1);
 
-/// Samples without competing tasks before the watcher sleeps (1 s).
+/// Samples without competing tasks before the watcher sleeps (1 s of
+/// guest running time).
 const QUIET_TICKS: u32 = 100;
 
 const WANTED: u64 = SLICE_WANTED;
 
-/// The watcher's wake-up, shared with the host-call side.
-#[derive(Default)]
+/// A blocking `CLOCK_MONOTONIC` timerfd: the watcher's sampling clock.
+struct SliceTimer(OwnedFd);
+
+impl SliceTimer {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: timerfd_create has no memory-safety preconditions.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Fires after `first`, then every `every` (zero: never again); both
+    /// zero stop it.
+    fn set(&self, first: Duration, every: Duration) {
+        let ts = |d: Duration| libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos().into(),
+        };
+        let spec = libc::itimerspec {
+            it_interval: ts(every),
+            it_value: ts(first),
+        };
+        // SAFETY: a valid timerfd and itimerspec; the old value is not
+        // asked for. It cannot fail with these arguments.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Fires every `period`, the first time a whole `period` from now.
+    fn start(&self, period: Duration) {
+        self.set(period, period);
+    }
+
+    fn stop(&self) {
+        self.set(Duration::ZERO, Duration::ZERO);
+    }
+
+    /// Blocks until the timer has fired.
+    fn wait(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a valid buffer; a blocking
+        // timerfd read returns once the timer has fired (or on a signal,
+        // which the caller treats as a spurious wake-up).
+        unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+    }
+}
+
+/// What the timer should do, shared by the watcher, the vCPU thread and
+/// the host calls (under [`Slicer::state`]).
+#[derive(Debug)]
+struct Watch {
+    /// The guest asked for slices (`Call::SliceWatch`) and the watcher
+    /// has not gone quiet since.
+    on: bool,
+    /// vCPU 0 waits in the host: it runs no guest code, no slice runs.
+    waiting: bool,
+    /// The sampling period the timer runs with.
+    period: Duration,
+    /// The sandbox ends: the timer fired for the last time.
+    stopping: bool,
+}
+
+/// The watcher's clock and switch, shared with the host-call side.
 pub struct Slicer {
-    /// The watcher samples (true) or sleeps (false).
-    watching: Mutex<bool>,
-    cv: Condvar,
+    state: Mutex<Watch>,
+    timer: SliceTimer,
+    /// The slice ([`slice_len`]).
+    slice: Duration,
     /// `control::PREEMPT` posts, for the stats and tests.
     pub preempts: AtomicU64,
 }
 
 impl Slicer {
-    /// `Call::SliceWatch`: the guest wants slices; wake the watcher.
+    /// A watcher that sleeps until the guest asks for slices.
+    pub fn new() -> std::io::Result<Self> {
+        let slice = slice_len();
+        Ok(Self {
+            state: Mutex::new(Watch {
+                on: false,
+                waiting: false,
+                period: slice,
+                stopping: false,
+            }),
+            timer: SliceTimer::new()?,
+            slice,
+            preempts: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Watch> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Call::SliceWatch`: the guest wants slices; start the samples.
     pub fn watch(&self, ram: &GuestRam) {
-        let mut w = self.watching.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self.lock();
         let _ = ram.atomic_or_u64(CONTROL_GPA + CONTROL_SLICE_WATCH_OFFSET, 1);
-        *w = true;
-        drop(w);
-        self.cv.notify_one();
+        if !w.on && !w.stopping {
+            w.on = true;
+            w.period = self.slice;
+            if !w.waiting {
+                self.timer.start(w.period);
+            }
+        }
+    }
+
+    /// vCPU 0 starts waiting in the host: no slice runs until [`resume`].
+    ///
+    /// [`resume`]: Slicer::resume
+    pub fn pause(&self) {
+        let mut w = self.lock();
+        w.waiting = true;
+        if w.on && !w.stopping {
+            self.timer.stop();
+        }
+    }
+
+    /// vCPU 0's wait in the host ended: it runs again, a whole period
+    /// before the next sample.
+    pub fn resume(&self) {
+        let mut w = self.lock();
+        w.waiting = false;
+        if w.on && !w.stopping {
+            self.timer.start(w.period);
+        }
     }
 
     /// Wakes the watcher so that it sees the channel shut down.
     pub fn shutdown(&self) {
-        let _w = self.watching.lock().unwrap_or_else(|e| e.into_inner());
-        self.cv.notify_one();
+        let mut w = self.lock();
+        w.stopping = true;
+        self.timer.set(Duration::from_nanos(1), Duration::ZERO);
     }
 }
 
@@ -136,23 +257,17 @@ fn slice_len() -> Duration {
 
 /// The watcher thread: ends when the channel shuts down.
 pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
-    let slice = slice_len();
     let slicer = &channel.slicer;
     let mut sampler = Sampler::default();
-    let mut w = slicer.watching.lock().unwrap_or_else(|e| e.into_inner());
-    while !channel.stopping() {
-        if !*w {
-            w = slicer.cv.wait(w).unwrap_or_else(|e| e.into_inner());
-            sampler = Sampler::default();
-            continue;
-        }
-        w = slicer
-            .cv
-            .wait_timeout(w, sampler.period(slice))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-        if channel.stopping() {
+    loop {
+        slicer.timer.wait();
+        let mut w = slicer.lock();
+        if w.stopping || channel.stopping() {
             break;
+        }
+        if !w.on || w.waiting {
+            // Fired just before a pause or after the watcher went quiet.
+            continue;
         }
         // A hibernated guest does not run: its slices wait for the wake.
         let word = if hib.holds_guest() {
@@ -165,6 +280,11 @@ pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
             slicer.preempts.fetch_add(1, Ordering::Relaxed);
             channel.kick.request();
         }
+        let period = sampler.period(slicer.slice);
+        if period != w.period {
+            w.period = period;
+            slicer.timer.start(period);
+        }
         if sampler.quiet() {
             // Sleep; the guest sets WANTED then reads slice_watch, we clear
             // slice_watch then read WANTED (both SeqCst): one of us sees
@@ -175,7 +295,9 @@ pub fn watch_loop(channel: &ControlChannel, ram: &GuestRam, hib: &Hibernation) {
                 let _ = ram.atomic_or_u64(CONTROL_GPA + CONTROL_SLICE_WATCH_OFFSET, 1);
                 sampler.quiet = 0;
             } else {
-                *w = false;
+                w.on = false;
+                slicer.timer.stop();
+                sampler = Sampler::default();
             }
         }
     }

@@ -419,22 +419,28 @@ impl Container {
         assert_eq!(status, 0, "{}: run's status; stderr: {stderr}", self.what());
     }
 
-    /// CPU time (ns) of the live threads of `run` and its descendants:
-    /// the first field of each `/proc/PID/task/TID/schedstat`.
-    fn cpu_ns(&self) -> u64 {
-        let mut ns = 0;
+    /// CPU time (ns) of each live thread of `run` and its descendants
+    /// (the first field of its `/proc/PID/task/TID/schedstat`): TID ->
+    /// (name, ns).
+    fn cpu_by_thread(&self) -> std::collections::BTreeMap<u32, (String, u64)> {
+        let mut by = std::collections::BTreeMap::new();
         for pid in tree(self.server.pid()) {
             let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
                 continue;
             };
             for t in tasks.flatten() {
-                ns += std::fs::read_to_string(t.path().join("schedstat"))
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse().ok()) else {
+                    continue;
+                };
+                let ns = std::fs::read_to_string(t.path().join("schedstat"))
                     .ok()
                     .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
                     .unwrap_or(0);
+                let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                by.insert(tid, (name.trim().to_owned(), ns));
             }
         }
-        ns
+        by
     }
 }
 
@@ -658,11 +664,27 @@ fn idle_ns(rt: Rt, lang: Lang, image: &Path, srv: &Path) -> u64 {
     let mut c = Container::start(rt, lang, image, srv);
     assert_eq!(c.get("/r/1"), (200, "hello 1 #1\n".to_owned()));
     std::thread::sleep(Duration::from_secs(1));
-    let before = c.cpu_ns();
+    let before = c.cpu_by_thread();
     std::thread::sleep(IDLE_WINDOW);
-    let used = c.cpu_ns().saturating_sub(before);
+    let after = c.cpu_by_thread();
     c.quit();
-    used
+    // Per thread, the busiest first (threads that ended are not counted).
+    let mut used: Vec<(u64, &str)> = after
+        .iter()
+        .map(|(tid, (name, ns))| {
+            let was = before.get(tid).map_or(0, |b| b.1);
+            (ns.saturating_sub(was), name.as_str())
+        })
+        .filter(|(ns, _)| *ns > 0)
+        .collect();
+    used.sort_unstable_by(|a, b| b.cmp(a));
+    let top: Vec<String> = used
+        .iter()
+        .take(6)
+        .map(|(ns, name)| format!("{name} {:.1}", *ns as f64 / 1e6))
+        .collect();
+    eprintln!("{lang:?} under {rt:?}, ms per thread: {}", top.join(", "));
+    used.iter().map(|(ns, _)| ns).sum()
 }
 
 fn idle_cpu(lang: Lang) {

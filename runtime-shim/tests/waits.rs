@@ -54,6 +54,23 @@ fn nanosleep_lets_another_process_compute() {
     assert_same("waits sleep", &native, &sandboxed);
 }
 
+/// A parked epoll_wait whose timeout expires returns 0 (the rerun after
+/// the idle `Poll` found the fd not ready asks the host nothing more),
+/// and one that a connection ends reports it.
+#[test]
+fn parked_epoll_wait_times_out_then_reports_a_connection() {
+    if !require_kvm() {
+        return;
+    }
+    let native = run_native(&waits(), &["epolltimeout"], &[]);
+    assert_eq!(
+        stdout(&native),
+        "timeouts: 5 of 5\nthen ready: 1, data 9\nchild status 0\n"
+    );
+    let sandboxed = run_sandboxed(&waits(), &["epolltimeout"], &[]);
+    assert_same("waits epolltimeout", &native, &sandboxed);
+}
+
 /// A blocking sendfile into a socket whose reader is another process
 /// waits for it (parks) instead of holding the vCPU in the host.
 #[test]

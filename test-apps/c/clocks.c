@@ -76,6 +76,19 @@ int main(void)
 	report(elapsed >= 20 * 1000 * 1000, "nanosleep 20 ms advances monotonic >= 20 ms");
 	report(elapsed < 2 * NSEC_PER_SEC, "nanosleep 20 ms returns within 2 s");
 
+	/* Short sleeps, each to the nanosecond of the monotonic clock: the
+	 * host's clock may run ahead of the sandbox's, and a sleep that ends
+	 * when the host's clock reaches the deadline would end early here. */
+	int early = 0;
+	for (int i = 0; i < 50; i++) {
+		struct timespec short_nap = { 0, 300 * 1000 + i * 7919 };
+		int64_t t0 = now(CLOCK_MONOTONIC);
+		nanosleep(&short_nap, NULL);
+		if (now(CLOCK_MONOTONIC) - t0 < short_nap.tv_nsec)
+			early++;
+	}
+	report(early == 0, "50 short nanosleeps none returns early");
+
 	struct timespec res;
 	report(clock_getres(CLOCK_MONOTONIC, &res) == 0 && ns(&res) > 0 &&
 		       ns(&res) <= 1000 * 1000,

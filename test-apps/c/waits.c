@@ -20,6 +20,9 @@
  *             serve_forever does; answers one connection and exits.
  *   pingpong N  N one-byte round trips over two pipes between two
  *             processes; prints the mean microseconds per round trip.
+ *   epolltimeout  epoll_wait on a listening socket with a child alive
+ *             (so the wait parks): five 50 ms timeouts return 0, then
+ *             the child's connection (after 800 ms) is reported.
  *   sendfile  a blocking sendfile of a 4 MiB file into a socket whose only
  *             reader is a child: it must wait for the child, not hold the
  *             vCPU (the parent gives up after 10 s).
@@ -388,6 +391,42 @@ static int sendfiler(void)
 	return 0;
 }
 
+static int epolltimeout(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	if (l < 0 || bind(l, (void *)&a, sizeof a) || listen(l, 4) ||
+	    getsockname(l, (void *)&a, &al))
+		die("listen");
+	int ep = epoll_create1(0);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 9};
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
+		die("epoll");
+	pid_t c = fork();
+	if (c == 0) {
+		usleep(800 * 1000);
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (void *)&a, sizeof a))
+			_exit(1);
+		usleep(200 * 1000);
+		_exit(0);
+	}
+	int zeros = 0;
+	struct epoll_event out;
+	for (int i = 0; i < 5; i++)
+		if (epoll_wait(ep, &out, 1, 50) == 0)
+			zeros++;
+	printf("timeouts: %d of 5\n", zeros);
+	int r = epoll_wait(ep, &out, 1, 5000);
+	printf("then ready: %d, data %u\n", r, r == 1 ? out.data.u32 : 0);
+	int st = 0;
+	waitpid(c, &st, 0);
+	printf("child status %d\n", st);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -406,8 +445,10 @@ int main(int argc, char **argv)
 		return pollserve();
 	if (!strcmp(m, "sendfile"))
 		return sendfiler();
+	if (!strcmp(m, "epolltimeout"))
+		return epolltimeout();
 	if (!strcmp(m, "pingpong"))
 		return pingpong(argc > 2 ? atoi(argv[2]) : 1000);
-	fprintf(stderr, "usage: waits tcp|sleep|alarm|accept|accept3|pollserve|pingpong N\n");
+	fprintf(stderr, "usage: waits tcp|sleep|alarm|accept|accept3|pollserve|sendfile|epolltimeout|pingpong N\n");
 	return 2;
 }

@@ -252,6 +252,7 @@ pub fn new_pair(op: u64, a1: u64, a2: u64, a3: u64) -> Result<[i32; 2], Errno> {
 pub fn epoll_wait(epfd: i32, buf: &mut [u8], deadline_ns: u64) -> SysResult {
     let (gpa, len) = hostcall::buf(buf);
     let max = len / 12;
+    let deadline_ns = hostcall::host_deadline(deadline_ns);
     let rc = hostcall::call(Call::EpollWait, [epfd as u64, gpa, max, deadline_ns, 0, 0]);
     written_by_vmm(buf);
     host_result(rc)

@@ -92,7 +92,11 @@ fn poll_entries(p: &Process, entries: &mut [Entry], mut deadline: u64) -> SysRes
         return Ok(ready);
     }
     let gpa = crate::mm::kva_to_gpa(host_fds.as_ptr() as u64);
-    let host_deadline = if park { 0 } else { deadline };
+    let host_deadline = if park {
+        0
+    } else {
+        hostcall::host_deadline(deadline)
+    };
     host_result(hostcall::call(
         Call::Poll,
         [gpa, host_fds.len() as u64, host_deadline, 0, 0, 0],
@@ -354,8 +358,11 @@ fn epoll_wait_core(p: &mut Process, a: &[u64; 6], timeout_ns: Option<u64>) -> Sy
         buf[i * 12 + 4..i * 12 + 12].copy_from_slice(&data.to_le_bytes());
     }
     let park = deadline != 0 && (!queues.is_empty() || park::worthwhile());
+    // Woken by its timeout just after the idle `Poll` found the epoll fd
+    // not ready: a timeout, without another host call.
+    let quiet = guest.is_empty() && park::timed_out_quietly();
     let n = guest.len()
-        + if guest.len() < max {
+        + if guest.len() < max && !quiet {
             let rest = &mut buf[guest.len() * 12..];
             match host::epoll_wait(ep, rest, if park { 0 } else { deadline }) {
                 Ok(n) => n,

@@ -207,6 +207,23 @@ pub fn next_deadline() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// The earliest deadline of a waiting task and how far the next one is
+/// after it (`u64::MAX`: none), for the stats.
+pub fn next_two_deadlines() -> (u64, u64) {
+    let w = WAITERS.lock();
+    let mut first = u64::MAX;
+    let mut second = u64::MAX;
+    for d in w.iter().filter(|e| !e.woken).map(|e| e.deadline) {
+        if d < first {
+            second = first;
+            first = d;
+        } else if d < second {
+            second = d;
+        }
+    }
+    (first, second.saturating_sub(first))
+}
+
 const FUTEX_WAITERS: u32 = 0x8000_0000;
 const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
 const FUTEX_TID_MASK: u32 = 0x3fff_ffff;

@@ -41,6 +41,9 @@ struct Parked {
     rem: Option<u64>,
     /// Bytes the syscall moved before it parked ([`done`]).
     done: usize,
+    /// Its deadline woke it right after a `Poll` found none of its fds
+    /// ready ([`timed_out_quietly`]).
+    quiet: bool,
 }
 
 /// What the running syscall handler asked to wait on ([`wait_on`]),
@@ -62,6 +65,7 @@ struct Resume {
     deadline: u64,
     rem: Option<u64>,
     done: usize,
+    quiet: bool,
 }
 
 static PARKED: Mutex<Vec<Parked>> = Mutex::new(Vec::new());
@@ -189,6 +193,7 @@ pub fn park(fd: i32, events: i16) {
         deadline: a.deadline,
         rem: a.rem,
         done: a.done,
+        quiet: false,
     });
 }
 
@@ -202,6 +207,7 @@ pub fn park_deadline_only(pid: u32, deadline: u64) {
         deadline,
         rem: None,
         done: 0,
+        quiet: false,
     });
 }
 
@@ -221,6 +227,7 @@ pub fn woke() {
         deadline: e.deadline,
         rem: e.rem,
         done: e.done,
+        quiet: e.quiet,
     });
     parked.retain(|e| e.pid != pid);
     drop(parked);
@@ -235,6 +242,38 @@ pub fn forget(pid: u32) {
     let mut r = RESUME.lock();
     if r.is_some_and(|r| r.pid == pid) {
         *r = None;
+    }
+}
+
+/// Whether the running syscall runs again because its deadline passed
+/// right after a host `Poll` found none of its fds ready: it can report
+/// a timeout without asking the host again (an `epoll_wait`'s
+/// `EpollWait`).
+pub fn timed_out_quietly() -> bool {
+    RESUME
+        .lock()
+        .is_some_and(|r| r.pid == current_pid() && r.quiet && expired(r.deadline))
+}
+
+/// A `Poll` over the parked fds returned `rc` (>= 0): the parked tasks
+/// whose deadline has passed and none of whose fds it found ready are
+/// about to be woken by that deadline (`timers::run_expired`): mark them.
+fn mark_quiet(fds: &[PollFd], owners: &[u32], rc: i64) {
+    if rc < 0 {
+        return;
+    }
+    let now = time::monotonic_ns();
+    let mut parked = PARKED.lock();
+    for e in parked.iter_mut() {
+        if e.fds.is_empty() || e.deadline > now {
+            continue;
+        }
+        let ready = owners.iter().enumerate().any(|(i, &pid)| {
+            // SAFETY: the VMM wrote `revents` in place.
+            let revents = unsafe { core::ptr::read_volatile(&fds[i]) }.revents;
+            pid == e.pid && revents != 0
+        });
+        e.quiet = !ready;
     }
 }
 
@@ -403,8 +442,14 @@ pub fn idle_poll(futex_deadline: u64) {
         deadline = 0;
     }
     let gpa = crate::mm::kva_to_gpa(fds.as_mut_ptr() as u64);
-    let args = [gpa, fds.len() as u64, deadline, 0, 0, 0];
+    let sent = hostcall::host_deadline(deadline);
+    let args = [gpa, fds.len() as u64, sent, 0, 0, 0];
+    crate::stats::idle_wait(deadline != NEVER, || super::futex::next_two_deadlines().1);
     let rc = hostcall::call_once(Call::Poll, args);
+    crate::stats::idle_woke();
+    if rc == 0 {
+        hostcall::timed_out(sent);
+    }
     if rc == RET_RESTART {
         // A control request (hibernation, a host signal, the alarm),
         // served from this wait: nothing of the program is in flight.
@@ -422,6 +467,7 @@ pub fn idle_poll(futex_deadline: u64) {
         return;
     }
     wake_ready(&fds, &owners, rc);
+    mark_quiet(&fds, &owners, rc);
     timers::run_expired();
 }
 

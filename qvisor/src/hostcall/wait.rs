@@ -66,6 +66,11 @@ impl HostCalls<'_> {
     /// Waits until one of `fds` is ready or the host monotonic clock
     /// reaches `deadline_ns` (`u64::MAX`: no deadline), or a control
     /// request arrives (`RET_RESTART`). Returns the number of ready fds.
+    ///
+    /// The wait has the deadline to the nanosecond (`ppoll`) and returns
+    /// when `ppoll` times out at it, with no second look. While it
+    /// blocks, no slice runs (`Slicer::pause`): an idle guest's wake-ups
+    /// cost the slice watcher nothing.
     pub(super) fn wait(&self, fds: &mut [libc::pollfd], deadline_ns: u64) -> i64 {
         let mut all: Vec<libc::pollfd> = fds.to_vec();
         all.push(libc::pollfd {
@@ -78,32 +83,37 @@ impl HostCalls<'_> {
             .deferred
             .pending()
             .then(|| monotonic_ns() + super::deferred::DEFER_NS);
+        let mut paused = None;
         loop {
-            let timeout = if deadline_ns == u64::MAX {
-                -1
-            } else {
-                let now = monotonic_ns();
-                if now >= deadline_ns {
-                    0
-                } else {
-                    ((deadline_ns - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
-                }
-            };
+            let now = monotonic_ns();
+            // None: no deadline.
+            let timeout = (deadline_ns != u64::MAX).then(|| deadline_ns.saturating_sub(now));
             let mut poll_timeout = timeout;
             if let Some(at) = drop_at.filter(|_| self.deferred.pending()) {
-                let now = monotonic_ns();
                 if now >= at {
                     self.deferred.drop_now(self.ram);
-                } else {
-                    let ms = (at - now).div_ceil(1_000_000) as i32;
-                    if timeout < 0 || ms < timeout {
-                        poll_timeout = ms;
-                    }
+                } else if timeout.is_none_or(|t| at - now < t) {
+                    poll_timeout = Some(at - now);
                 }
             }
-            // SAFETY: `all` is a valid array of pollfds.
-            let n =
-                unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, poll_timeout) };
+            if poll_timeout != Some(0) && paused.is_none() {
+                paused = Some(Paused::new(&self.control.slicer));
+            }
+            let ts = poll_timeout.map(|ns| libc::timespec {
+                tv_sec: (ns / 1_000_000_000).min(i32::MAX as u64) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            });
+            let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+            // SAFETY: `all` is a valid array of pollfds, `ts_ptr` null or
+            // a valid timespec; no signal mask.
+            let n = unsafe {
+                libc::ppoll(
+                    all.as_mut_ptr(),
+                    all.len() as libc::nfds_t,
+                    ts_ptr,
+                    std::ptr::null(),
+                )
+            };
             if n < 0 {
                 let e = errno();
                 if e == libc::EINTR {
@@ -116,7 +126,8 @@ impl HostCalls<'_> {
                 return RET_RESTART;
             }
             let ready = user.iter().filter(|p| p.revents != 0).count();
-            if ready > 0 || timeout == 0 {
+            // `ppoll` timed out at the deadline itself: it has passed.
+            if ready > 0 || timeout == Some(0) || (n == 0 && poll_timeout == timeout) {
                 fds.copy_from_slice(user);
                 return ready as i64;
             }
@@ -223,6 +234,22 @@ impl HostCalls<'_> {
                 return w; // timeout (0), error or RET_RESTART
             }
         }
+    }
+}
+
+/// vCPU 0 blocks in a host wait: no time slice runs meanwhile.
+struct Paused<'a>(&'a crate::slice::Slicer);
+
+impl<'a> Paused<'a> {
+    fn new(slicer: &'a crate::slice::Slicer) -> Self {
+        slicer.pause();
+        Self(slicer)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
     }
 }
 
