@@ -385,7 +385,7 @@ fn burn_ratio(out: &common::Outcome) -> f64 {
 /// Two CPU-bound threads on 2 vCPUs overlap in time: running them at once
 /// takes clearly less wall time than one after the other (under 0.75x),
 /// when the machine has two free CPUs, which the same program run
-/// natively in turn with the sandbox shows (best of 3 each). On a machine
+/// natively in turn with the sandbox shows (best of 3 to 6 each). On a machine
 /// too loaded for that (native ratio over 0.6: the machine is shared),
 /// the sandbox must still come within 0.3 of the native ratio (its vCPU
 /// threads and round trips to vCPU 0 compete for the same busy CPUs).
@@ -397,14 +397,27 @@ fn two_cpu_bound_threads_overlap_on_2_vcpus() {
     let prog = test_apps::path("smp");
     let args = ["burn", "100000000"];
     let (mut native, mut sandboxed) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
+    // Best of 3, and up to 6 while the sandbox's best is not good enough
+    // for the native one yet: on a shared machine one side's best can come
+    // from a quiet moment the other side never had (2 of 6 runs failed so
+    // at a load of 5 with best of 3; a sandbox without parallelism stays
+    // near 1.0 however often it runs).
+    let good = |native: f64, sandboxed: f64| {
+        if native <= 0.6 {
+            sandboxed < 0.75
+        } else {
+            sandboxed <= native + 0.3
+        }
+    };
+    for round in 0..6 {
+        if round >= 3 && good(native, sandboxed) {
+            break;
+        }
         native = native.min(burn_ratio(&common::run_native(&prog, &args, &[])));
         let out = common::run_sandboxed_with(&["--cpus", "2"], &prog, &args, &[]);
         sandboxed = sandboxed.min(burn_ratio(&out));
     }
-    eprintln!(
-        "burn ratio (parallel / serial), best of 3: native {native:.2}, 2 vCPUs {sandboxed:.2}"
-    );
+    eprintln!("burn ratio (parallel / serial), best: native {native:.2}, 2 vCPUs {sandboxed:.2}");
     if native <= 0.6 {
         assert!(
             sandboxed < 0.75,
