@@ -257,7 +257,7 @@ fn getcpu_names_the_vcpu_a_thread_ran_on() {
 }
 
 /// Four threads compute over their own buffers (rewrite, verify, again)
-/// while the 2-vCPU sandbox is hibernated and woken 20 times: every word
+/// while the 2-vCPU sandbox is hibernated and woken 100 times: every word
 /// is intact, every thread went on computing, and every hibernation held
 /// until its wake (a preemption posted during the deflate used to wake
 /// the sandbox by itself: `mm::swap::park`).
@@ -277,7 +277,8 @@ fn hibernate_4_computing_threads_on_2_vcpus() {
         Stdio::piped(),
     );
     assert_eq!(line, "ready\n");
-    for _ in 0..20 {
+    // The SMP issue's "every checksum over 100 cycles".
+    for _ in 0..100 {
         std::thread::sleep(Duration::from_millis(50));
         c.hibernate();
         c.ctl("wake");
