@@ -188,6 +188,10 @@ pub mod fd {
     /// Who is at the other end of a Unix socket: a [`super::UnixPeer`] at
     /// GPA `args[4]` (`args[5]` = its size).
     pub const UNIX_PEER: u64 = 28;
+    /// `ioctl(SIOCBRADDBR)` (`args[2]` = 0) or `SIOCBRDELBR` (1) on a
+    /// socket: the bridge's NUL-terminated name at GPA `args[4]` (at
+    /// most `args[5]` = 16 bytes).
+    pub const BRIDGE: u64 = 29;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.

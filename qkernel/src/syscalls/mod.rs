@@ -6,6 +6,7 @@ mod attrs;
 pub mod cputime;
 pub mod epoll_guest;
 mod rw;
+mod sys_bridge;
 mod sys_caps;
 pub mod sys_exec;
 mod sys_file;
