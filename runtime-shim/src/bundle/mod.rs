@@ -370,11 +370,12 @@ fn rlimits(spec: &Spec) -> Result<Vec<[u64; 3]>, BundleError> {
 }
 
 /// Guest RAM from the memory limit: the limit itself, at least the
-/// smallest sandbox that boots and at most what the VMM supports;
-/// [`qvisor::DEFAULT_OCI_MEMORY`] without one. A limit below the smallest
-/// sandbox (runc takes e.g. critest's 15 MiB) gets the smallest sandbox:
-/// its kernel takes part of it, so programs get less than the limit and
-/// one that outgrows it is killed as the OOM killer kills (SIGKILL).
+/// smallest sandbox and at most what the VMM supports;
+/// [`qvisor::DEFAULT_OCI_MEMORY`] without one. A limit below what the
+/// program boots in (runc takes e.g. critest's 15 MiB) gets the least it
+/// boots in (the VMM raises it, `memory_at_least_minimum`): the guest
+/// kernel takes part of it, so programs get less than the limit and one
+/// that outgrows it is killed as the OOM killer kills (SIGKILL).
 fn guest_memory(limit: Option<i64>) -> Result<u64, BundleError> {
     use qlib::layout::{MAX_MEM, MIN_MEM};
     let Some(limit) = limit.filter(|l| *l > 0) else {

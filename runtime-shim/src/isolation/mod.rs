@@ -211,6 +211,7 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.program = plan.program.clone();
     config.rootfs = rootfs::ROOTFS.into();
     config.memory = plan.memory;
+    config.memory_at_least_minimum = true;
     config.cpus = plan.resources.vcpus();
     config.env = plan.env.clone();
     config.cwd = plan.cwd.clone();
