@@ -91,6 +91,10 @@ pub mod path {
     pub const SYNCFS: u64 = 15;
     /// `mknod` of a FIFO: `args[3]` = mode (umask applied).
     pub const MKFIFO: u64 = 16;
+    /// A bind mount of the path onto the path at GPA `args[3]`, length
+    /// `args[4]` (both resolved inside the rootfs); `args[5]` =
+    /// `MS_REC` (0x4000) for a recursive one.
+    pub const BIND: u64 = 17;
 }
 
 /// What `Call::Open` writes at GPA `args[4]` when that is not 0: the

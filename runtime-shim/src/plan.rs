@@ -148,8 +148,9 @@ pub struct Namespace {
     pub path: Option<PathBuf>,
 }
 
-/// A mount the guest needs, made inside the sandbox's private view of the
-/// rootfs (the host never sees it).
+/// A mount the guest needs, made inside the sandbox's own view of the
+/// rootfs (the host never sees it; a bind mount receives the host's new
+/// mounts under its source unless its propagation is private).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MountPlan {
     /// Path inside the rootfs.
@@ -161,6 +162,10 @@ pub struct MountPlan {
     pub noexec: bool,
     /// Filesystem data (`size=...,mode=...`) for tmpfs.
     pub data: String,
+    /// The propagation option (`rprivate`, `rslave`, `rshared` …) given
+    /// last, applied once the mount is made.
+    #[serde(default)]
+    pub propagation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

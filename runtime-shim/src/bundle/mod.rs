@@ -49,6 +49,9 @@ const VMM_CAPS: &[&str] = &[
     // Bridges made and removed for the guest (`SIOCBRADDBR`), in the
     // sandbox's network namespace, as the container itself could.
     "CAP_NET_ADMIN",
+    // The guest's bind mounts (`mount --bind` in a privileged container),
+    // made in the sandbox's mount namespace.
+    "CAP_SYS_ADMIN",
 ];
 
 #[derive(Debug, Error)]

@@ -203,7 +203,8 @@ fn wait_for_start(state: &Path) -> std::io::Result<()> {
 }
 
 fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
-    if let Err(e) = seccomp::apply() {
+    let bind_mounts = plan.capabilities.iter().any(|c| c == "CAP_SYS_ADMIN");
+    if let Err(e) = seccomp::apply(bind_mounts) {
         eprintln!("qrun: {}", crate::report::chain(&e));
         return 1;
     }

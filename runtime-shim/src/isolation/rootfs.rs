@@ -68,8 +68,10 @@ pub fn pivot(
     dir: &Path,
     hooks: &mut dyn FnMut(&Path) -> Result<(), IsolationError>,
 ) -> Result<(), IsolationError> {
-    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
-        .map_err(IsolationError::sys("making / private"))?;
+    // As runc's default root propagation: the host's new mounts reach
+    // the sandbox's view, nothing mounted here reaches the host.
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_SLAVE, NONE)
+        .map_err(IsolationError::sys("making / a slave"))?;
     let new = dir.join("newroot");
     mount(
         Some("tmpfs"),
@@ -192,6 +194,22 @@ fn restrict_paths(view: &Path, plan: &Plan) -> Result<(), IsolationError> {
     Ok(())
 }
 
+/// The `mount` flags of propagation option `p` (one of
+/// `bundle::mounts::PROPAGATION`).
+fn propagation(p: &str) -> MsFlags {
+    let rec = if p.starts_with('r') {
+        MsFlags::MS_REC
+    } else {
+        MsFlags::empty()
+    };
+    rec | match p.trim_start_matches('r') {
+        "shared" => MsFlags::MS_SHARED,
+        "slave" => MsFlags::MS_SLAVE,
+        "unbindable" => MsFlags::MS_UNBINDABLE,
+        _ => MsFlags::MS_PRIVATE,
+    }
+}
+
 /// One of the config's mounts, inside the private view of the rootfs.
 fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
     let is_file = matches!(&m.kind, MountKind::Bind { source, .. } if !source.is_dir());
@@ -214,6 +232,10 @@ fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
                 MsFlags::empty()
             };
             bind(source, &target, rec)?;
+            if let Some(p) = &m.propagation {
+                mount(NONE, &target, NONE, propagation(p), NONE)
+                    .map_err(IsolationError::sys(format!("making {} {p}", m.destination)))?;
+            }
             if m.readonly || !flags.is_empty() {
                 let f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
                 let f = if m.readonly {
