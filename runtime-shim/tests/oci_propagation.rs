@@ -3,9 +3,9 @@
 //! (`mount --make-rshared`), the container gets it `rslave` or
 //! `rprivate`, the host mounts something under it once the container
 //! runs, and a privileged container bind-mounts its `/etc` under it.
-//! With `rslave` the host's mount reaches the container, with `rprivate`
-//! it does not; the container's mount never reaches the host (neither
-//! option shares back). The same bundles run under `runc run` and `qrun
+//! With `rslave` and `rshared` the host's mount reaches the container,
+//! with `rprivate` it does not; the container's mount reaches the host
+//! only with `rshared`. The same bundles run under `runc run` and `qrun
 //! run`.
 //!
 //! Needs /dev/kvm: without it a test says SKIPPED loudly, and fails under
@@ -85,7 +85,7 @@ fn exchange(runtime: &Path, b: &TempDir, vol: &Path, id: &str) -> (Outcome, usiz
     (o, seen)
 }
 
-fn check(option: &str, host_mount_shows: bool) {
+fn check(option: &str, host_mount_shows: bool, shares_back: bool) {
     let host = TempDir::new("propagation-host");
     let vol = host.join("vol");
     std::fs::create_dir_all(vol.join("mnt")).expect("mkdir");
@@ -109,6 +109,10 @@ fn check(option: &str, host_mount_shows: bool) {
                 .expect("a capability set")
                 .push("CAP_SYS_ADMIN".into());
         }
+        if shares_back {
+            // As containerd sets it for a bidirectional volume.
+            c["linux"]["rootfsPropagation"] = json!("rshared");
+        }
         c["mounts"].as_array_mut().expect("mounts").push(json!({
             "destination": "/vol", "type": "bind", "source": v,
             "options": ["rbind", option],
@@ -129,11 +133,19 @@ fn check(option: &str, host_mount_shows: bool) {
         format!("{want}mount 0\n"),
         "{q:?}"
     );
-    assert_eq!(
-        (r_seen, q_seen),
-        (0, 0),
-        "the container's mount reached the host"
-    );
+    if shares_back {
+        assert!(
+            r_seen > 0,
+            "runc: the container's mount did not reach the host"
+        );
+        assert_eq!(r_seen, q_seen, "the container's /etc as the host sees it");
+    } else {
+        assert_eq!(
+            (r_seen, q_seen),
+            (0, 0),
+            "the container's mount reached the host"
+        );
+    }
 }
 
 #[test]
@@ -141,7 +153,7 @@ fn an_rslave_volume_receives_the_hosts_mounts() {
     if !require_kvm() {
         return;
     }
-    check("rslave", true);
+    check("rslave", true, false);
 }
 
 #[test]
@@ -149,5 +161,13 @@ fn an_rprivate_volume_does_not() {
     if !require_kvm() {
         return;
     }
-    check("rprivate", false);
+    check("rprivate", false, false);
+}
+
+#[test]
+fn an_rshared_volume_shares_both_ways() {
+    if !require_kvm() {
+        return;
+    }
+    check("rshared", true, true);
 }
