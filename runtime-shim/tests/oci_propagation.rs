@@ -171,3 +171,55 @@ fn an_rshared_volume_shares_both_ways() {
     }
     check("rshared", true, true);
 }
+
+/// Without CAP_SYS_ADMIN a bind mount is refused (EPERM; a missing
+/// target is ENOENT first), as under runc.
+#[test]
+fn a_bind_mount_needs_cap_sys_admin() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("propagation-nocap");
+    let busybox = Path::new("/bin/busybox");
+    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
+    bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &[
+            "busybox",
+            "sh",
+            "-c",
+            "busybox mount --bind /bin /nothing 2>&1; echo $?; \
+             busybox mkdir -p /x; busybox mount --bind /bin /x 2>&1; echo $?",
+        ],
+        |c| c["root"]["readonly"] = json!(false),
+    );
+    let id = format!("propagation-nocap-{}", std::process::id());
+    let mut outs = Vec::new();
+    for runtime in [Path::new("runc").to_path_buf(), qrun()] {
+        let root = TempDir::new("propagation-nocap-root");
+        let out = Command::new(&runtime)
+            .arg("--root")
+            .arg(&root.0)
+            .args(["run", "--bundle", b.str(), &id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running the runtime");
+        let _ = Command::new(&runtime)
+            .arg("--root")
+            .arg(&root.0)
+            .args(["delete", "--force", &id])
+            .output();
+        outs.push(Outcome {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            status: shell_status(out.status),
+        });
+    }
+    assert_same("mount without CAP_SYS_ADMIN", &outs[0], &outs[1]);
+    assert!(
+        String::from_utf8_lossy(&outs[1].stdout).ends_with("(are you root?)\n1\n"),
+        "{:?}",
+        outs[1]
+    );
+}

@@ -39,6 +39,10 @@ fn rootfs_path(p: &mut Process, va: u64) -> Result<String, Errno> {
 
 /// `mount(source, target, fstype, flags, data)`.
 pub fn mount(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    // Linux's order: the target is looked up, then the capability is
+    // checked, then the source.
+    let target = rootfs_path(p, a[1])?;
+    super::sys_stat::statx_abs(p, &target, false)?;
     if !p.caps.has(crate::creds::CAP_SYS_ADMIN) {
         return Err(Errno::EPERM);
     }
@@ -54,6 +58,5 @@ pub fn mount(p: &mut Process, a: &[u64; 6]) -> SysResult {
         return Err(Errno::ENODEV);
     }
     let source = rootfs_path(p, a[0])?;
-    let target = rootfs_path(p, a[1])?;
     host::path_op2(pathop::BIND, &source, &target, flags & MS_REC)
 }
