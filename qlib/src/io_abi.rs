@@ -95,6 +95,9 @@ pub mod path {
     /// `args[4]` (both resolved inside the rootfs); `args[5]` =
     /// `MS_REC` (0x4000) for a recursive one.
     pub const BIND: u64 = 17;
+    /// `umount2` of the mount on the path (its last component not
+    /// followed): `args[3]` = `MNT_FORCE`/`MNT_DETACH`/`MNT_EXPIRE`.
+    pub const UNMOUNT: u64 = 18;
 }
 
 /// What `Call::Open` writes at GPA `args[4]` when that is not 0: the

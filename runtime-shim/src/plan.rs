@@ -14,6 +14,10 @@ pub struct Plan {
     /// The container's root on the host (absolute, symlinks resolved).
     pub rootfs: PathBuf,
     pub readonly_root: bool,
+    /// `linux.rootfsPropagation` (`shared`, `slave`, `private`,
+    /// `unbindable`, or their `r` forms), applied to the rootfs view.
+    #[serde(default)]
+    pub rootfs_propagation: Option<String>,
     /// The program as a path inside the rootfs (absolute, symlinks
     /// resolved); `argv[0]` stays what the config said.
     pub program: String,

@@ -223,3 +223,60 @@ fn a_bind_mount_needs_cap_sys_admin() {
         outs[1]
     );
 }
+
+/// A privileged container binds its root under itself and unmounts it
+/// again (runtime-tools' `runtimetest` does, then removes the mount
+/// point: without `umount2` that removed the whole rootfs), with the
+/// root's propagation from `linux.rootfsPropagation`.
+#[test]
+fn a_bind_of_the_root_is_unmounted() {
+    if !require_kvm() {
+        return;
+    }
+    let b = TempDir::new("propagation-umount");
+    let busybox = Path::new("/bin/busybox");
+    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
+    let script = "busybox mkdir -p /t /s; busybox touch /s/f; \
+                  busybox mount --rbind / /t; echo $?; busybox ls /t/s; \
+                  busybox umount -l /t; echo $?; busybox ls -A /t | busybox wc -l; \
+                  busybox rmdir /t; busybox ls /s";
+    bundle(
+        &b.0,
+        &[("/bin/busybox", busybox)],
+        &["busybox", "sh", "-c", script],
+        |c| {
+            c["root"]["readonly"] = json!(false);
+            c["linux"]["rootfsPropagation"] = json!("private");
+            for set in ["bounding", "effective", "permitted"] {
+                c["process"]["capabilities"][set]
+                    .as_array_mut()
+                    .expect("a capability set")
+                    .push("CAP_SYS_ADMIN".into());
+            }
+        },
+    );
+    let id = format!("propagation-umount-{}", std::process::id());
+    let mut outs = Vec::new();
+    for runtime in [Path::new("runc").to_path_buf(), qrun()] {
+        let root = TempDir::new("propagation-umount-root");
+        let out = Command::new(&runtime)
+            .arg("--root")
+            .arg(&root.0)
+            .args(["run", "--bundle", b.str(), &id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running the runtime");
+        let _ = Command::new(&runtime)
+            .arg("--root")
+            .arg(&root.0)
+            .args(["delete", "--force", &id])
+            .output();
+        outs.push(Outcome {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            status: shell_status(out.status),
+        });
+    }
+    assert_same("bind of / and umount", &outs[0], &outs[1]);
+    assert_eq!(String::from_utf8_lossy(&outs[1].stdout), "0\nf\n0\n0\nf\n");
+}

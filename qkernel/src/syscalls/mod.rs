@@ -385,6 +385,12 @@ pub static ENTRIES: &[Entry] = &[
         "bind mounts inside the rootfs with CAP_SYS_ADMIN; other file systems ENODEV",
     ),
     e(
+        166,
+        sys_mount::umount2,
+        Partial,
+        "mounts inside the rootfs with CAP_SYS_ADMIN; a final symlink is not followed",
+    ),
+    e(
         170,
         sys_surface::sethostname,
         Full,

@@ -1,4 +1,4 @@
-//! `mount`, for bind mounts only: with `CAP_SYS_ADMIN` the
+//! `mount`, for bind mounts only, and `umount2`: with `CAP_SYS_ADMIN` the
 //! VMM binds one path of the rootfs onto another in the sandbox's mount
 //! namespace (both resolved inside the rootfs), where the guest's file
 //! accesses see it at once. How the mount propagates is the container's
@@ -59,4 +59,26 @@ pub fn mount(p: &mut Process, a: &[u64; 6]) -> SysResult {
     }
     let source = rootfs_path(p, a[0])?;
     host::path_op2(pathop::BIND, &source, &target, flags & MS_REC)
+}
+
+/// `MNT_FORCE | MNT_DETACH | MNT_EXPIRE`.
+const UMOUNT_FLAGS: u64 = 0x7;
+const UMOUNT_NOFOLLOW: u64 = 0x8;
+
+/// `umount2(target, flags)`: the VMM unmounts the mount on `target` in
+/// the sandbox's mount namespace (a program that bound a directory must
+/// be able to undo it before it removes the directory: runtime-tools'
+/// `runtimetest` binds `/` and then removes the mount point). The last
+/// component is never followed on the host, so a symlink there is
+/// `EINVAL` ("not a mount point") rather than followed.
+pub fn umount2(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    if a[1] & !(UMOUNT_FLAGS | UMOUNT_NOFOLLOW) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let target = rootfs_path(p, a[0])?;
+    super::sys_stat::statx_abs(p, &target, a[1] & UMOUNT_NOFOLLOW != 0)?;
+    if !p.caps.has(crate::creds::CAP_SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    host::path_op(pathop::UNMOUNT, &target, a[1] & UMOUNT_FLAGS, 0, 0)
 }

@@ -327,6 +327,20 @@ impl HostCalls<'_> {
                     )
                 } as i64)
             }
+            pathop::UNMOUNT => {
+                // Through the parent's /proc link and the last name, so
+                // that no fd of ours holds the mount (it would be busy);
+                // UMOUNT_NOFOLLOW keeps the last name from leading out of
+                // the root.
+                let p = parent(path, libc::EINVAL, libc::EINVAL)?;
+                let mut at = crate::rootfs::proc_fd_path(&p.dir).into_bytes();
+                at.push(b'/');
+                at.extend_from_slice(p.name.as_bytes());
+                let at = std::ffi::CString::new(at).map_err(|_| EINVAL)?;
+                let flags = (a[3] & 0x7) as i32 | libc::UMOUNT_NOFOLLOW;
+                // SAFETY: a NUL-terminated path; integer flags.
+                ret(unsafe { libc::umount2(at.as_ptr(), flags) } as i64)
+            }
             pathop::SYMLINK => {
                 let target = self.path(a[3], a[4])?;
                 let target = std::ffi::CString::new(target).map_err(|_| EINVAL)?;

@@ -196,6 +196,9 @@ fn plan(spec: &Spec, bundle: &Path, id: &str) -> Result<Plan, BundleError> {
         bundle: bundle.to_owned(),
         rootfs,
         readonly_root: root.readonly().unwrap_or(false),
+        rootfs_propagation: linux
+            .and_then(|l| l.rootfs_propagation().clone())
+            .filter(|p| mounts::PROPAGATION.contains(&p.as_str())),
         program,
         argv,
         env,

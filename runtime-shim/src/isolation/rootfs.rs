@@ -98,6 +98,13 @@ pub fn pivot(
     let rootfs = new.join(ROOTFS.trim_start_matches('/'));
     fs::create_dir(&rootfs).map_err(IsolationError::io("mkdir rootfs"))?;
     bind(&plan.rootfs, &rootfs, MsFlags::MS_REC)?;
+    if let Some(p) = &plan.rootfs_propagation {
+        // Inside the sandbox's namespace (its root is a slave of the
+        // host's): `shared` makes the guest's bind mounts under the root
+        // reach its own binds of the root, `unbindable` refuses those.
+        mount(NONE, &rootfs, NONE, propagation(p), NONE)
+            .map_err(IsolationError::sys(format!("making the rootfs {p}")))?;
+    }
     for (m, clone) in plan.mounts.iter().zip(shared) {
         match guest_mount(&rootfs, m, clone) {
             // runc makes /dev/shm in its /dev tmpfs; here it is a

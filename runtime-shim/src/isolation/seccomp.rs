@@ -150,10 +150,14 @@ const ALLOWED: &[i64] = &[
     libc::SYS_getpeername,
 ];
 
-/// The compiled filter; `mount` too when `bind_mounts` (the VMM keeps
+/// The compiled filter; `mount` and `umount2` too when `bind_mounts` (the VMM keeps
 /// CAP_SYS_ADMIN: the guest's bind mounts, `sys_mount` in the guest).
 pub fn program(bind_mounts: bool) -> Result<BpfProgram, IsolationError> {
-    let extra: &[i64] = if bind_mounts { &[libc::SYS_mount] } else { &[] };
+    let extra: &[i64] = if bind_mounts {
+        &[libc::SYS_mount, libc::SYS_umount2]
+    } else {
+        &[]
+    };
     let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED
         .iter()
         .chain(extra)
