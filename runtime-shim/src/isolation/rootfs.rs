@@ -237,6 +237,15 @@ fn shared_clone(m: &MountPlan) -> Result<Option<OwnedFd>, IsolationError> {
     if !matches!(m.propagation.as_deref(), Some("shared" | "rshared")) {
         return Ok(None);
     }
+    // A clone only matters when the source is the host's shared mount;
+    // it is made now, before the mounts listed ahead of it in the
+    // config, so it is listed before them in mountinfo: an ordinary
+    // bind otherwise keeps the config's order there.
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let host = source.canonicalize().unwrap_or_else(|_| source.clone());
+    if !super::mountinfo::on_shared_mount(&info, &host) {
+        return Ok(None);
+    }
     let mut flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
     if *recursive {
         flags |= OpenTreeFlags::AT_RECURSIVE;
