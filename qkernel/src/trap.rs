@@ -88,6 +88,7 @@ fn syscall_body(frame: &mut TrapFrame) {
             frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
         ];
         frame.rax = syscalls::dispatch(nr, &args);
+        crate::mm::uaccess::oom_kill_if_pending();
         crate::task::spawn::yield_if_requested();
         // Only an exec can have replaced the program (no lock taken on
         // other syscalls' way out).

@@ -30,6 +30,7 @@ pub const ALL_CAPS: u64 = (1 << (CAP_LAST_CAP + 1)) - 1;
 pub const CAP_SETGID: u32 = 6;
 pub const CAP_SETUID: u32 = 7;
 pub const CAP_SETPCAP: u32 = 8;
+pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_SYS_CHROOT: u32 = 18;
 pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_SYS_NICE: u32 = 23;

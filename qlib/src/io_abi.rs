@@ -91,6 +91,13 @@ pub mod path {
     pub const SYNCFS: u64 = 15;
     /// `mknod` of a FIFO: `args[3]` = mode (umask applied).
     pub const MKFIFO: u64 = 16;
+    /// A bind mount of the path onto the path at GPA `args[3]`, length
+    /// `args[4]` (both resolved inside the rootfs); `args[5]` =
+    /// `MS_REC` (0x4000) for a recursive one.
+    pub const BIND: u64 = 17;
+    /// `umount2` of the mount on the path (its last component not
+    /// followed): `args[3]` = `MNT_FORCE`/`MNT_DETACH`/`MNT_EXPIRE`.
+    pub const UNMOUNT: u64 = 18;
 }
 
 /// What `Call::Open` writes at GPA `args[4]` when that is not 0: the
@@ -188,6 +195,10 @@ pub mod fd {
     /// Who is at the other end of a Unix socket: a [`super::UnixPeer`] at
     /// GPA `args[4]` (`args[5]` = its size).
     pub const UNIX_PEER: u64 = 28;
+    /// `ioctl(SIOCBRADDBR)` (`args[2]` = 0) or `SIOCBRDELBR` (1) on a
+    /// socket: the bridge's NUL-terminated name at GPA `args[4]` (at
+    /// most `args[5]` = 16 bytes).
+    pub const BRIDGE: u64 = 29;
 }
 
 /// `Call::NewFd` ops. Pairs are written as two `i32` at GPA `args[4]`.

@@ -65,6 +65,11 @@ pub const DEFAULT_OCI_MEMORY: u64 = qlib::layout::MAX_MEM;
 pub struct SandboxConfig {
     /// Bytes of guest RAM.
     pub memory: u64,
+    /// Raise `memory` to the least this program boots in instead of
+    /// refusing to start (an OCI memory limit: runc runs a container
+    /// under a limit as small as critest's 15 MiB, and a program that
+    /// outgrows the sandbox is killed as the OOM killer kills).
+    pub memory_at_least_minimum: bool,
     /// The program path, resolved inside `rootfs` (relative paths against
     /// `cwd`).
     pub program: String,
@@ -145,6 +150,7 @@ impl SandboxConfig {
     pub fn new(argv: Vec<String>) -> Self {
         Self {
             memory: DEFAULT_MEMORY,
+            memory_at_least_minimum: false,
             program: argv.first().cloned().unwrap_or_default(),
             rootfs: PathBuf::from("/"),
             cwd: "/".into(),
@@ -235,8 +241,13 @@ impl Sandbox {
             id_maps: &config.id_maps,
         };
         let min = boot::min_memory(KERNEL_IMAGE, &program)?;
-        if config.memory < min {
-            return Err(VmmError::MemoryTooSmall(config.memory, min));
+        let memory = if config.memory_at_least_minimum {
+            config.memory.max(min).min(qlib::layout::MAX_MEM)
+        } else {
+            config.memory
+        };
+        if memory < min {
+            return Err(VmmError::MemoryTooSmall(memory, min));
         }
         ignore_sigpipe_and_umask();
         let kvm = match &config.kvm {
@@ -254,7 +265,7 @@ impl Sandbox {
             None => Kvm::new().map_err(VmmError::Kvm)?,
         };
         let vm = kvm.create_vm().map_err(VmmError::Kvm)?;
-        let ram = GuestRam::new(config.memory)?;
+        let ram = GuestRam::new(memory)?;
         let region = kvm_userspace_memory_region {
             slot: 0,
             flags: 0,

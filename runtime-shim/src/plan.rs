@@ -14,6 +14,10 @@ pub struct Plan {
     /// The container's root on the host (absolute, symlinks resolved).
     pub rootfs: PathBuf,
     pub readonly_root: bool,
+    /// `linux.rootfsPropagation` (`shared`, `slave`, `private`,
+    /// `unbindable`, or their `r` forms), applied to the rootfs view.
+    #[serde(default)]
+    pub rootfs_propagation: Option<String>,
     /// The program as a path inside the rootfs (absolute, symlinks
     /// resolved); `argv[0]` stays what the config said.
     pub program: String,
@@ -148,8 +152,9 @@ pub struct Namespace {
     pub path: Option<PathBuf>,
 }
 
-/// A mount the guest needs, made inside the sandbox's private view of the
-/// rootfs (the host never sees it).
+/// A mount the guest needs, made inside the sandbox's own view of the
+/// rootfs (the host never sees it; a bind mount receives the host's new
+/// mounts under its source unless its propagation is private).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MountPlan {
     /// Path inside the rootfs.
@@ -161,6 +166,10 @@ pub struct MountPlan {
     pub noexec: bool,
     /// Filesystem data (`size=...,mode=...`) for tmpfs.
     pub data: String,
+    /// The propagation option (`rprivate`, `rslave`, `rshared` …) given
+    /// last, applied once the mount is made.
+    #[serde(default)]
+    pub propagation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,7 +1,9 @@
 //! The kernel's own files: `/dev` (null, zero, full, random, urandom, the
 //! stdio aliases, ptmx, tty and pts/ of `fs::tty`), `/proc` (self/exe, self/fd, self/cmdline, self/mounts,
 //! self/mountinfo, and the system files of `procfs`: cpuinfo, meminfo,
-//! loadavg, uptime, stat, mounts, version, sys/...) and an empty `/sys`. Nothing under these three reaches
+//! loadavg, uptime, stat, mounts, version, sys/...) and a `/sys` with
+//! the online CPUs and `class/net/` (one directory per interface, empty:
+//! enough for `brctl`, which starts in it). Nothing under these three reaches
 //! the host: a rootfs's `/proc/self/root` and host devices stay out of
 //! reach even when the rootfs is the host's `/`.
 
@@ -196,12 +198,19 @@ pub fn lookup(path: &str) -> Node {
         return proc_lookup(r.trim_matches('/'));
     }
     if let Some(r) = rest("/sys") {
-        // An empty directory (sysfs, read-only in a container), but for
-        // the online CPUs (glibc's `get_nprocs` reads them).
+        // sysfs (read-only in a container): the online CPUs (glibc's
+        // `get_nprocs` reads them) and the interfaces' names.
         return match r.trim_matches('/') {
             "" => Node::Dir("sys"),
             "devices/system/cpu/online" | "devices/system/cpu/possible" => Node::Text("cpu-online"),
-            _ => Node::Missing,
+            "class" => Node::Dir("sysfs/class"),
+            "class/net" => Node::Dir("sysfs/class/net"),
+            other => match other.strip_prefix("class/net/") {
+                Some(name) if net_links().iter().any(|l| l == name) => {
+                    Node::Dir("sysfs/class/net/link")
+                }
+                _ => Node::Missing,
+            },
         };
     }
     Node::Host
@@ -266,6 +275,18 @@ fn proc_lookup(r: &str) -> Node {
     }
 }
 
+/// The names of the sandbox's network interfaces (`/sys/class/net`).
+fn net_links() -> Vec<String> {
+    let info = super::netlink::fetch();
+    info.link[..info.links as usize]
+        .iter()
+        .map(|l| {
+            let n = l.name.iter().position(|&b| b == 0).unwrap_or(l.name.len());
+            String::from_utf8_lossy(&l.name[..n]).into_owned()
+        })
+        .collect()
+}
+
 fn dir_entries(which: &str) -> Vec<(String, u8)> {
     let mut v: Vec<(String, u8)> = alloc::vec![(".".into(), DT_DIR), ("..".into(), DT_DIR)];
     match which {
@@ -307,7 +328,9 @@ fn dir_entries(which: &str) -> Vec<(String, u8)> {
                     .map(|n| (n.to_string(), DT_CHR)),
             );
         }
-        "sys" => {}
+        "sys" => v.push(("class".into(), DT_DIR)),
+        "sysfs/class" => v.push(("net".into(), DT_DIR)),
+        "sysfs/class/net" => v.extend(net_links().into_iter().map(|n| (n, DT_DIR))),
         dir if dir.starts_with("dev/") => v.extend(super::config_dev::children(dir)),
         dir if dir.starts_with("sys/") || dir.starts_with("net/") => {
             let kind = |d: bool| if d { DT_DIR } else { DT_REG };

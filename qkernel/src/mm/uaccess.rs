@@ -5,6 +5,7 @@
 //! iovecs of user buffers without copying.
 
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use qlib::abi::IoVec;
 use qlib::layout::USER_END;
@@ -29,9 +30,38 @@ pub fn translate(mm: &mut AddrSpace, va: u64, write: bool) -> Result<u64, Errno>
             return Ok(pte.addr() + (va & 0xfff));
         }
         let error = if write { PF_WRITE } else { 0 } | u64::from(pte.present());
-        fault::handle(mm, va, error).map_err(|_| Errno::EFAULT)?;
+        fault::handle(mm, va, error).map_err(|e| {
+            if e == fault::FaultError::Oom {
+                // As Linux's OOM killer when a copy to or from user memory
+                // finds no page: the process dies of SIGKILL (sent on the
+                // syscall's way out, where no lock is held).
+                OOM_VICTIM.store(crate::task::current_tgid(), Ordering::Release);
+            }
+            Errno::EFAULT
+        })?;
     }
     Err(Errno::EFAULT)
+}
+
+/// The thread group whose system call found no memory for a user page
+/// (0: none): it is killed before it returns to user mode.
+static OOM_VICTIM: AtomicU32 = AtomicU32::new(0);
+
+/// Called on every system call's way out, without the process lock:
+/// kills the running thread group with SIGKILL if its call ran out of
+/// memory ([`translate`]).
+pub fn oom_kill_if_pending() {
+    let tgid = crate::task::current_tgid();
+    if OOM_VICTIM.load(Ordering::Acquire) == tgid
+        && OOM_VICTIM
+            .compare_exchange(tgid, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        // As a user fault that finds no memory (`trap`): the group ends
+        // of SIGKILL, pid 1 too (the OOM killer spares no init).
+        log::info!("out of memory in a system call: pid {tgid} killed by signal 9");
+        crate::task::exit_current(crate::task::Status::Killed(crate::signal::SIGKILL));
+    }
 }
 
 /// Splits the user range `[va, va + len)` into guest-physical pieces,

@@ -6,6 +6,7 @@ mod attrs;
 pub mod cputime;
 pub mod epoll_guest;
 mod rw;
+mod sys_bridge;
 mod sys_caps;
 pub mod sys_exec;
 mod sys_file;
@@ -16,6 +17,7 @@ mod sys_info;
 mod sys_kill;
 mod sys_legacy;
 mod sys_mm;
+mod sys_mount;
 mod sys_mqueue;
 mod sys_path;
 mod sys_poll;
@@ -376,6 +378,18 @@ pub static ENTRIES: &[Entry] = &[
     ),
     e(162, sys_sync::sync, Full, "syncfs of the rootfs"),
     e(164, sys_info::set_time, Full, "EPERM: no CAP_SYS_TIME"),
+    e(
+        165,
+        sys_mount::mount,
+        Partial,
+        "bind mounts inside the rootfs with CAP_SYS_ADMIN; other file systems ENODEV",
+    ),
+    e(
+        166,
+        sys_mount::umount2,
+        Partial,
+        "mounts inside the rootfs with CAP_SYS_ADMIN; a final symlink is not followed",
+    ),
     e(
         170,
         sys_surface::sethostname,

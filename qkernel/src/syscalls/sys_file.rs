@@ -341,6 +341,13 @@ pub fn ioctl(p: &mut Process, a: &[u64; 6]) -> SysResult {
         (
             Backing::Host {
                 kind: HostKind::Socket,
+                fd,
+            },
+            req,
+        ) if super::sys_bridge::is_bridge(req) => super::sys_bridge::ioctl(p, *fd, req, a[2]),
+        (
+            Backing::Host {
+                kind: HostKind::Socket,
                 ..
             }
             | Backing::Netlink(_),

@@ -301,6 +301,46 @@ impl HostCalls<'_> {
                     }
                 } as i64)
             }
+            pathop::BIND => {
+                // Both ends resolved inside the root, then bound through
+                // their /proc links (the objects those fds hold). The
+                // VMM can mount only with CAP_SYS_ADMIN, which it keeps
+                // when the config grants it, and its seccomp filter
+                // allows `mount` only then.
+                let to = self.path(a[3], a[4])?;
+                let from = self.root.object(path, false).map_err(err)?;
+                let to = self.root.object(&to, false).map_err(err)?;
+                let (f, t) = (
+                    crate::rootfs::proc_fd_path(&from),
+                    crate::rootfs::proc_fd_path(&to),
+                );
+                let flags = libc::MS_BIND | if a[5] & 0x4000 != 0 { libc::MS_REC } else { 0 };
+                // SAFETY: NUL-terminated paths naming exactly our fds'
+                // objects; no file system type or data.
+                ret(unsafe {
+                    libc::mount(
+                        f.as_ptr(),
+                        t.as_ptr(),
+                        std::ptr::null(),
+                        flags,
+                        std::ptr::null(),
+                    )
+                } as i64)
+            }
+            pathop::UNMOUNT => {
+                // Through the parent's /proc link and the last name, so
+                // that no fd of ours holds the mount (it would be busy);
+                // UMOUNT_NOFOLLOW keeps the last name from leading out of
+                // the root.
+                let p = parent(path, libc::EINVAL, libc::EINVAL)?;
+                let mut at = crate::rootfs::proc_fd_path(&p.dir).into_bytes();
+                at.push(b'/');
+                at.extend_from_slice(p.name.as_bytes());
+                let at = std::ffi::CString::new(at).map_err(|_| EINVAL)?;
+                let flags = (a[3] & 0x7) as i32 | libc::UMOUNT_NOFOLLOW;
+                // SAFETY: a NUL-terminated path; integer flags.
+                ret(unsafe { libc::umount2(at.as_ptr(), flags) } as i64)
+            }
             pathop::SYMLINK => {
                 let target = self.path(a[3], a[4])?;
                 let target = std::ffi::CString::new(target).map_err(|_| EINVAL)?;

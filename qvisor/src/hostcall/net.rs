@@ -15,6 +15,9 @@ const EINVAL: i64 = err(libc::EINVAL);
 const MAX_OPT: u64 = 256;
 /// `SO_PASSPIDFD`, `SO_PEERPIDFD`.
 const PIDFD_OPTS: [i32; 2] = [76, 77];
+/// Linux's bridge ioctls (not in `libc` for Linux).
+const SIOCBRADDBR: u64 = 0x89a0;
+const SIOCBRDELBR: u64 = 0x89a1;
 /// Type bits the guest keeps for itself.
 const TYPE_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
 
@@ -120,6 +123,22 @@ impl HostCalls<'_> {
                 } else {
                     i64::from(n as u32)
                 }
+            }
+            fdop::BRIDGE => {
+                // A NUL-terminated interface name of at most IFNAMSIZ bytes.
+                let mut name = [0u8; libc::IFNAMSIZ];
+                let n = usize::try_from(a[5]).map_err(|_| EINVAL)?;
+                if n > name.len() {
+                    return Err(EINVAL);
+                }
+                self.ram
+                    .read_bytes(a[4], &mut name[..n])
+                    .map_err(|_| EFAULT)?;
+                name[libc::IFNAMSIZ - 1] = 0;
+                let req = if a[2] == 0 { SIOCBRADDBR } else { SIOCBRDELBR };
+                // SAFETY: valid fd; `name` is NUL-terminated and outlives
+                // the call, which only reads it.
+                ret(unsafe { libc::ioctl(fd, req as _, name.as_ptr()) } as i64)
             }
             fdop::WINSIZE => {
                 let mut ws = libc::winsize {

@@ -1,8 +1,9 @@
 //! `NetFile`: the sandbox's `/proc/net` files (`dev`, `route`, `tcp`,
 //! `udp`, `unix` ...). The guest's sockets are host sockets in the sandbox
 //! process's network namespace, so the host's files for that namespace
-//! (`/proc/thread-self/net/`) list exactly them, as Linux lists a
-//! container's. One thing is rewritten: in `unix`, a socket bound to a
+//! (`/proc/self/net/`: an OCI sandbox process's root has only its own
+//! `/proc/self`, no `/proc/thread-self`) list exactly them, as Linux
+//! lists a container's. One thing is rewritten: in `unix`, a socket bound to a
 //! path is shown with the name the program bound (the host's path holds
 //! the rootfs's location), and sockets named outside the sandbox (the
 //! host's, when the sandbox shares the host's namespace, and the VMM's own
@@ -24,7 +25,7 @@ impl HostCalls<'_> {
         let Some(name) = usize::try_from(which).ok().and_then(|i| NET_FILES.get(i)) else {
             return err(libc::EINVAL);
         };
-        let Ok(text) = std::fs::read(format!("/proc/thread-self/net/{name}")) else {
+        let Ok(text) = std::fs::read(format!("/proc/self/net/{name}")) else {
             return err(libc::ENOENT);
         };
         let text = if *name == "unix" {

@@ -64,6 +64,18 @@ fn dev_bind_reachable(destination: &str) -> bool {
         .is_some_and(|name| !name.contains('/') && !GUEST_DEV_NAMES.contains(&name))
 }
 
+/// The propagation options of a mount (runc's `mountPropagationMapping`).
+pub const PROPAGATION: &[&str] = &[
+    "private",
+    "rprivate",
+    "slave",
+    "rslave",
+    "shared",
+    "rshared",
+    "unbindable",
+    "runbindable",
+];
+
 /// The mounts qrun makes, in config order.
 pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
     let mut out = Vec::new();
@@ -128,6 +140,11 @@ pub fn plan(spec: &Spec, bundle: &Path) -> Result<Vec<MountPlan>, BundleError> {
             nodev: has("nodev"),
             noexec: has("noexec"),
             data: data.join(","),
+            propagation: options
+                .iter()
+                .rev()
+                .find(|o| PROPAGATION.contains(&o.as_str()))
+                .cloned(),
         });
     }
     Ok(out)

@@ -6,7 +6,8 @@
 //! create                            sandbox-init (pid 1 of its pid ns if asked)
 //!   cgroups, pid ns, spawn ───────>  reopen the sync pipe, read plan.json
 //!   (moves the child into cgroups)   namespaces (setns / unshare), lo up,
-//!                                    hostname, mounts (rootfs.rs)
+//!                                    sysctls (sysctl.rs), hostname,
+//!                                    mounts (rootfs.rs)
 //!   prestart, createRuntime <─────── "hooks" (only when there are any)
 //!   hooks, then "go" ─────────────>  createContainer hooks, pivot_root,
 //!                                    /dev/kvm; a user namespace:
@@ -24,6 +25,7 @@ pub mod namespaces;
 pub mod privileges;
 pub mod rootfs;
 pub mod seccomp;
+pub mod sysctl;
 pub mod userns;
 
 use std::io::Write;
@@ -165,12 +167,15 @@ fn prepare(
 ) -> Result<(Plan, std::fs::File), IsolationError> {
     let text = std::fs::read_to_string(dir.join("plan.json"))
         .map_err(IsolationError::io("reading plan.json"))?;
-    let plan: Plan = serde_json::from_str(&text)
+    let mut plan: Plan = serde_json::from_str(&text)
         .map_err(|e| IsolationError::Setup(format!("plan.json: {e}")))?;
     namespaces::enter(&plan)?;
     if plan.new_namespace(NsKind::Network) {
         loopback::up()?;
     }
+    sysctl::write(&plan)?;
+    let joined = sysctl::joined(&plan);
+    plan.sysctl.extend(joined);
     if let Some(h) = &plan.hostname
         && plan.has_namespace(NsKind::Uts)
     {
@@ -198,7 +203,8 @@ fn wait_for_start(state: &Path) -> std::io::Result<()> {
 }
 
 fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
-    if let Err(e) = seccomp::apply() {
+    let bind_mounts = plan.capabilities.iter().any(|c| c == "CAP_SYS_ADMIN");
+    if let Err(e) = seccomp::apply(bind_mounts) {
         eprintln!("qrun: {}", crate::report::chain(&e));
         return 1;
     }
@@ -206,6 +212,7 @@ fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
     config.program = plan.program.clone();
     config.rootfs = rootfs::ROOTFS.into();
     config.memory = plan.memory;
+    config.memory_at_least_minimum = true;
     config.cpus = plan.resources.vcpus();
     config.env = plan.env.clone();
     config.cwd = plan.cwd.clone();

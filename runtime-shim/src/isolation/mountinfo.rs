@@ -38,9 +38,42 @@ pub fn own() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether host path `path` (absolute, symlinks resolved) lies on a
+/// shared mount in `mountinfo`: the last-listed mount whose mount point
+/// is the longest prefix of it has a `shared:N` optional field.
+pub fn on_shared_mount(mountinfo: &str, path: &std::path::Path) -> bool {
+    let mut best: Option<(usize, bool)> = None;
+    for line in mountinfo.lines() {
+        let Some((head, _)) = line.split_once(" - ") else {
+            continue;
+        };
+        let h: Vec<&str> = head.split(' ').collect();
+        let Some(point) = h.get(4) else { continue };
+        if !path.starts_with(point) {
+            continue;
+        }
+        let shared = h.iter().skip(6).any(|f| f.starts_with("shared:"));
+        if best.is_none_or(|(len, _)| point.len() >= len) {
+            best = Some((point.len(), shared));
+        }
+    }
+    best.is_some_and(|(_, shared)| shared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_covering_mount_says_whether_a_path_is_shared() {
+        let mi = "22 1 8:1 / / rw shared:1 - ext4 /dev/sda rw\n\
+                  30 22 0:40 / /srv rw - tmpfs tmpfs rw\n\
+                  31 30 0:41 / /srv/vol rw shared:7 master:1 - ext4 /dev/sdb rw\n";
+        assert!(on_shared_mount(mi, std::path::Path::new("/etc")));
+        assert!(!on_shared_mount(mi, std::path::Path::new("/srv/x")));
+        assert!(on_shared_mount(mi, std::path::Path::new("/srv/vol/a")));
+        assert!(!on_shared_mount(mi, std::path::Path::new("/srv/volume")));
+    }
 
     #[test]
     fn mounts_below_the_rootfs_become_container_paths() {

@@ -22,6 +22,7 @@
 //! both ways.
 
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -68,8 +69,18 @@ pub fn pivot(
     dir: &Path,
     hooks: &mut dyn FnMut(&Path) -> Result<(), IsolationError>,
 ) -> Result<(), IsolationError> {
-    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
-        .map_err(IsolationError::sys("making / private"))?;
+    // A shared volume's source is cloned while this namespace's copy of
+    // it is still in the host's peer group: the clone stays a peer, so
+    // what is mounted under it reaches the host (runc's `rshared`).
+    let shared = plan
+        .mounts
+        .iter()
+        .map(shared_clone)
+        .collect::<Result<Vec<_>, _>>()?;
+    // As runc's default root propagation: the host's new mounts reach
+    // the sandbox's view, nothing mounted here reaches the host.
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_SLAVE, NONE)
+        .map_err(IsolationError::sys("making / a slave"))?;
     let new = dir.join("newroot");
     mount(
         Some("tmpfs"),
@@ -87,8 +98,15 @@ pub fn pivot(
     let rootfs = new.join(ROOTFS.trim_start_matches('/'));
     fs::create_dir(&rootfs).map_err(IsolationError::io("mkdir rootfs"))?;
     bind(&plan.rootfs, &rootfs, MsFlags::MS_REC)?;
-    for m in &plan.mounts {
-        match guest_mount(&rootfs, m) {
+    if let Some(p) = &plan.rootfs_propagation {
+        // Inside the sandbox's namespace (its root is a slave of the
+        // host's): `shared` makes the guest's bind mounts under the root
+        // reach its own binds of the root, `unbindable` refuses those.
+        mount(NONE, &rootfs, NONE, propagation(p), NONE)
+            .map_err(IsolationError::sys(format!("making the rootfs {p}")))?;
+    }
+    for (m, clone) in plan.mounts.iter().zip(shared) {
+        match guest_mount(&rootfs, m, clone) {
             // runc makes /dev/shm in its /dev tmpfs; here it is a
             // directory of the rootfs, which a read-only image may lack:
             // the container runs without POSIX shm rather than not at all.
@@ -192,8 +210,56 @@ fn restrict_paths(view: &Path, plan: &Plan) -> Result<(), IsolationError> {
     Ok(())
 }
 
-/// One of the config's mounts, inside the private view of the rootfs.
-fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
+/// The `mount` flags of propagation option `p` (one of
+/// `bundle::mounts::PROPAGATION`).
+fn propagation(p: &str) -> MsFlags {
+    let rec = if p.starts_with('r') {
+        MsFlags::MS_REC
+    } else {
+        MsFlags::empty()
+    };
+    rec | match p.trim_start_matches('r') {
+        "shared" => MsFlags::MS_SHARED,
+        "slave" => MsFlags::MS_SLAVE,
+        "unbindable" => MsFlags::MS_UNBINDABLE,
+        _ => MsFlags::MS_PRIVATE,
+    }
+}
+
+/// For a bind mount whose propagation is `shared` or `rshared`: a
+/// detached clone of its source (`open_tree`), a peer of the host's mount
+/// when that is shared.
+fn shared_clone(m: &MountPlan) -> Result<Option<OwnedFd>, IsolationError> {
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    let MountKind::Bind { source, recursive } = &m.kind else {
+        return Ok(None);
+    };
+    if !matches!(m.propagation.as_deref(), Some("shared" | "rshared")) {
+        return Ok(None);
+    }
+    // A clone only matters when the source is the host's shared mount;
+    // it is made now, before the mounts listed ahead of it in the
+    // config, so it is listed before them in mountinfo: an ordinary
+    // bind otherwise keeps the config's order there.
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let host = source.canonicalize().unwrap_or_else(|_| source.clone());
+    if !super::mountinfo::on_shared_mount(&info, &host) {
+        return Ok(None);
+    }
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+    if *recursive {
+        flags |= OpenTreeFlags::AT_RECURSIVE;
+    }
+    open_tree(rustix::fs::CWD, source.as_path(), flags)
+        .map(Some)
+        .map_err(|e| {
+            IsolationError::Setup(format!("cloning the mount of {}: {e}", source.display()))
+        })
+}
+
+/// One of the config's mounts, inside the private view of the rootfs; a
+/// shared volume is its clone (`shared_clone`), attached there.
+fn guest_mount(view: &Path, m: &MountPlan, clone: Option<OwnedFd>) -> Result<(), IsolationError> {
     let is_file = matches!(&m.kind, MountKind::Bind { source, .. } if !source.is_dir());
     let target = mount_point(view, &m.destination, is_file)?;
     let mut flags = MsFlags::empty();
@@ -213,7 +279,26 @@ fn guest_mount(view: &Path, m: &MountPlan) -> Result<(), IsolationError> {
             } else {
                 MsFlags::empty()
             };
-            bind(source, &target, rec)?;
+            match clone {
+                Some(fd) => {
+                    use rustix::mount::{MoveMountFlags, move_mount};
+                    move_mount(
+                        &fd,
+                        "",
+                        rustix::fs::CWD,
+                        target.as_path(),
+                        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+                    )
+                    .map_err(|e| {
+                        IsolationError::Setup(format!("attaching {}: {e}", m.destination))
+                    })?;
+                }
+                None => bind(source, &target, rec)?,
+            }
+            if let Some(p) = &m.propagation {
+                mount(NONE, &target, NONE, propagation(p), NONE)
+                    .map_err(IsolationError::sys(format!("making {} {p}", m.destination)))?;
+            }
             if m.readonly || !flags.is_empty() {
                 let f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
                 let f = if m.readonly {

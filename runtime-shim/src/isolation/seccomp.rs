@@ -150,10 +150,19 @@ const ALLOWED: &[i64] = &[
     libc::SYS_getpeername,
 ];
 
-/// The compiled filter.
-pub fn program() -> Result<BpfProgram, IsolationError> {
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
-        ALLOWED.iter().map(|n| (*n, Vec::new())).collect();
+/// The compiled filter; `mount` and `umount2` too when `bind_mounts` (the VMM keeps
+/// CAP_SYS_ADMIN: the guest's bind mounts, `sys_mount` in the guest).
+pub fn program(bind_mounts: bool) -> Result<BpfProgram, IsolationError> {
+    let extra: &[i64] = if bind_mounts {
+        &[libc::SYS_mount, libc::SYS_umount2]
+    } else {
+        &[]
+    };
+    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED
+        .iter()
+        .chain(extra)
+        .map(|n| (*n, Vec::new()))
+        .collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Errno(libc::EPERM as u32),
@@ -167,8 +176,8 @@ pub fn program() -> Result<BpfProgram, IsolationError> {
 }
 
 /// Installs the filter on this (still single-threaded) process.
-pub fn apply() -> Result<(), IsolationError> {
-    let prog = program()?;
+pub fn apply(bind_mounts: bool) -> Result<(), IsolationError> {
+    let prog = program(bind_mounts)?;
     seccompiler::apply_filter(&prog).map_err(|e| IsolationError::Setup(format!("seccomp: {e}")))
 }
 
@@ -176,6 +185,7 @@ pub fn apply() -> Result<(), IsolationError> {
 mod tests {
     #[test]
     fn the_filter_compiles() {
-        assert!(super::program().is_ok_and(|p| !p.is_empty()));
+        assert!(super::program(false).is_ok_and(|p| !p.is_empty()));
+        assert!(super::program(true).is_ok_and(|p| !p.is_empty()));
     }
 }
