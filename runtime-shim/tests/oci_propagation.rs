@@ -19,7 +19,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bundle::bundle;
+use common::bundle::{bundle, qrun_at};
+use common::runc::runc;
 use common::tmp::TempDir;
 use common::{Outcome, assert_same, qrun, require_kvm, shell_status};
 use serde_json::json;
@@ -172,6 +173,18 @@ fn an_rshared_volume_shares_both_ways() {
     check("rshared", true, true);
 }
 
+/// `run` of bundle `b` as container `id` under runc, then qrun (each with
+/// a root of its own, deleted after): their outcomes in that order.
+fn run_both(b: &TempDir, id: &str) -> [Outcome; 2] {
+    let rroot = TempDir::new("propagation-runc-root");
+    let r = runc(&rroot.0, &["run", "--bundle", b.str(), id]);
+    let _ = runc(&rroot.0, &["delete", "--force", id]);
+    let qroot = TempDir::new("propagation-qrun-root");
+    let q = qrun_at(&qroot.0, &["run", "--bundle", b.str(), id]);
+    let _ = qrun_at(&qroot.0, &["delete", "--force", id]);
+    [r, q]
+}
+
 /// Without CAP_SYS_ADMIN a bind mount is refused (EPERM; a missing
 /// target is ENOENT first), as under runc.
 #[test]
@@ -195,27 +208,7 @@ fn a_bind_mount_needs_cap_sys_admin() {
         |c| c["root"]["readonly"] = json!(false),
     );
     let id = format!("propagation-nocap-{}", std::process::id());
-    let mut outs = Vec::new();
-    for runtime in [Path::new("runc").to_path_buf(), qrun()] {
-        let root = TempDir::new("propagation-nocap-root");
-        let out = Command::new(&runtime)
-            .arg("--root")
-            .arg(&root.0)
-            .args(["run", "--bundle", b.str(), &id])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running the runtime");
-        let _ = Command::new(&runtime)
-            .arg("--root")
-            .arg(&root.0)
-            .args(["delete", "--force", &id])
-            .output();
-        outs.push(Outcome {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            status: shell_status(out.status),
-        });
-    }
+    let outs = run_both(&b, &id);
     assert_same("mount without CAP_SYS_ADMIN", &outs[0], &outs[1]);
     assert!(
         String::from_utf8_lossy(&outs[1].stdout).ends_with("(are you root?)\n1\n"),
@@ -256,27 +249,7 @@ fn a_bind_of_the_root_is_unmounted() {
         },
     );
     let id = format!("propagation-umount-{}", std::process::id());
-    let mut outs = Vec::new();
-    for runtime in [Path::new("runc").to_path_buf(), qrun()] {
-        let root = TempDir::new("propagation-umount-root");
-        let out = Command::new(&runtime)
-            .arg("--root")
-            .arg(&root.0)
-            .args(["run", "--bundle", b.str(), &id])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running the runtime");
-        let _ = Command::new(&runtime)
-            .arg("--root")
-            .arg(&root.0)
-            .args(["delete", "--force", &id])
-            .output();
-        outs.push(Outcome {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            status: shell_status(out.status),
-        });
-    }
+    let outs = run_both(&b, &id);
     assert_same("bind of / and umount", &outs[0], &outs[1]);
     assert_eq!(String::from_utf8_lossy(&outs[1].stdout), "0\nf\n0\n0\nf\n");
 }
