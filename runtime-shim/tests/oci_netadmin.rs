@@ -13,32 +13,15 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::bundle::{bundle, qrun_at};
-use common::runc::runc;
+use common::bundle::{busybox_bundle, run_both};
 use common::tmp::TempDir;
 use common::{Outcome, assert_same, require_kvm};
 use serde_json::Value;
 
 fn both(name: &str, script: &str, edit: impl Fn(&mut Value)) -> (Outcome, Outcome) {
     let b = TempDir::new(name);
-    let busybox = Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
-    bundle(
-        &b.0,
-        &[("/bin/busybox", busybox)],
-        &["busybox", "sh", "-c", script],
-        edit,
-    );
-    let id = format!("{name}-{}", std::process::id());
-    let rroot = TempDir::new("netadmin-runc-root");
-    let r = runc(&rroot.0, &["run", "--bundle", b.str(), &id]);
-    let _ = runc(&rroot.0, &["delete", "--force", &id]);
-    let root = TempDir::new("netadmin-root");
-    let q = qrun_at(&root.0, &["run", "--bundle", b.str(), &id]);
-    let _ = qrun_at(&root.0, &["delete", "--force", &id]);
-    (r, q)
+    busybox_bundle(&b.0, &["busybox", "sh", "-c", script], edit);
+    run_both(&b.0, &format!("{name}-{}", std::process::id()))
 }
 
 fn without_netns(c: &mut Value) {

@@ -11,10 +11,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::bundle::{bundle, qrun_at};
-use common::runc::runc;
+use common::bundle::{busybox_bundle, run_both};
 use common::tmp::TempDir;
 use common::{assert_same, require_kvm};
 use serde_json::json;
@@ -25,12 +22,9 @@ fn outgrowing_a_small_memory_limit_is_sigkill() {
         return;
     }
     let b = TempDir::new("oom");
-    let busybox = Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
     // critest's command: dd's 20 MiB buffer does not fit.
-    bundle(
+    busybox_bundle(
         &b.0,
-        &[("/bin/busybox", busybox)],
         &[
             "busybox",
             "sh",
@@ -44,13 +38,7 @@ fn outgrowing_a_small_memory_limit_is_sigkill() {
             });
         },
     );
-    let id = format!("oom-{}", std::process::id());
-    let rroot = TempDir::new("oom-runc-root");
-    let r = runc(&rroot.0, &["run", "--bundle", b.str(), &id]);
-    let _ = runc(&rroot.0, &["delete", "--force", &id]);
-    let root = TempDir::new("oom-root");
-    let q = qrun_at(&root.0, &["run", "--bundle", b.str(), &id]);
-    let _ = qrun_at(&root.0, &["delete", "--force", &id]);
+    let (r, q) = run_both(&b.0, &format!("oom-{}", std::process::id()));
     assert_eq!(r.status, 137, "runc: {r:?}");
     assert_same("oom", &r, &q);
 }

@@ -19,8 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bundle::{bundle, qrun_at};
-use common::runc::runc;
+use common::bundle::{bundle, busybox_bundle, run_both};
 use common::tmp::TempDir;
 use common::{Outcome, assert_same, qrun, require_kvm, shell_status};
 use serde_json::json;
@@ -173,18 +172,6 @@ fn an_rshared_volume_shares_both_ways() {
     check("rshared", true, true);
 }
 
-/// `run` of bundle `b` as container `id` under runc, then qrun (each with
-/// a root of its own, deleted after): their outcomes in that order.
-fn run_both(b: &TempDir, id: &str) -> [Outcome; 2] {
-    let rroot = TempDir::new("propagation-runc-root");
-    let r = runc(&rroot.0, &["run", "--bundle", b.str(), id]);
-    let _ = runc(&rroot.0, &["delete", "--force", id]);
-    let qroot = TempDir::new("propagation-qrun-root");
-    let q = qrun_at(&qroot.0, &["run", "--bundle", b.str(), id]);
-    let _ = qrun_at(&qroot.0, &["delete", "--force", id]);
-    [r, q]
-}
-
 /// Without CAP_SYS_ADMIN a bind mount is refused (EPERM; a missing
 /// target is ENOENT first), as under runc.
 #[test]
@@ -193,11 +180,8 @@ fn a_bind_mount_needs_cap_sys_admin() {
         return;
     }
     let b = TempDir::new("propagation-nocap");
-    let busybox = Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
-    bundle(
+    busybox_bundle(
         &b.0,
-        &[("/bin/busybox", busybox)],
         &[
             "busybox",
             "sh",
@@ -208,7 +192,8 @@ fn a_bind_mount_needs_cap_sys_admin() {
         |c| c["root"]["readonly"] = json!(false),
     );
     let id = format!("propagation-nocap-{}", std::process::id());
-    let outs = run_both(&b, &id);
+    let (r, q) = run_both(&b.0, &id);
+    let outs = [r, q];
     assert_same("mount without CAP_SYS_ADMIN", &outs[0], &outs[1]);
     assert!(
         String::from_utf8_lossy(&outs[1].stdout).ends_with("(are you root?)\n1\n"),
@@ -249,7 +234,8 @@ fn a_bind_of_the_root_is_unmounted() {
         },
     );
     let id = format!("propagation-umount-{}", std::process::id());
-    let outs = run_both(&b, &id);
+    let (r, q) = run_both(&b.0, &id);
+    let outs = [r, q];
     assert_same("bind of / and umount", &outs[0], &outs[1]);
     assert_eq!(String::from_utf8_lossy(&outs[1].stdout), "0\nf\n0\n0\nf\n");
 }

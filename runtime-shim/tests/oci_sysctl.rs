@@ -15,7 +15,7 @@ mod common;
 
 use std::path::Path;
 
-use common::bundle::{bundle, qrun_at, qrun_detached, state};
+use common::bundle::{bundle, busybox_bundle, qrun_at, qrun_detached, run_both, state};
 use common::runc::{runc, runc_ok, runc_state};
 use common::tmp::TempDir;
 use common::{Outcome, assert_same, require_kvm};
@@ -23,17 +23,8 @@ use serde_json::{Value, json};
 
 fn both(name: &str, args: &[&str], edit: impl Fn(&mut Value)) -> (Outcome, Outcome) {
     let b = TempDir::new(name);
-    let busybox = Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
-    bundle(&b.0, &[("/bin/busybox", busybox)], args, edit);
-    let id = format!("{name}-{}", std::process::id());
-    let rroot = TempDir::new("sysctl-runc-root");
-    let r = runc(&rroot.0, &["run", "--bundle", b.str(), &id]);
-    let _ = runc(&rroot.0, &["delete", "--force", &id]);
-    let root = TempDir::new("sysctl-root");
-    let q = qrun_at(&root.0, &["run", "--bundle", b.str(), &id]);
-    let _ = qrun_at(&root.0, &["delete", "--force", &id]);
-    (r, q)
+    busybox_bundle(&b.0, args, edit);
+    run_both(&b.0, &format!("{name}-{}", std::process::id()))
 }
 
 #[test]

@@ -56,6 +56,28 @@ pub fn sleep_bundle_with(dir: &Path, secs: &str, edit: impl FnOnce(&mut Value)) 
     );
 }
 
+/// A bundle whose rootfs holds only `/bin/busybox` (installed by
+/// scripts/deps.sh), running `args`.
+pub fn busybox_bundle(dir: &Path, args: &[&str], edit: impl FnOnce(&mut Value)) {
+    let busybox = Path::new("/bin/busybox");
+    assert!(busybox.is_file(), "/bin/busybox: scripts/deps.sh");
+    bundle(dir, &[("/bin/busybox", busybox)], args, edit);
+}
+
+/// `run` of bundle `dir` as container `id` under runc, then under qrun,
+/// each with a root of its own (the container deleted after): (runc's
+/// outcome, qrun's).
+pub fn run_both(dir: &Path, id: &str) -> (Outcome, Outcome) {
+    let d = dir.to_string_lossy();
+    let rroot = super::tmp::TempDir::new("both-runc-root");
+    let r = super::runc::runc(&rroot.0, &["run", "--bundle", &d, id]);
+    let _ = super::runc::runc(&rroot.0, &["delete", "--force", id]);
+    let qroot = super::tmp::TempDir::new("both-qrun-root");
+    let q = qrun_at(&qroot.0, &["run", "--bundle", &d, id]);
+    let _ = qrun_at(&qroot.0, &["delete", "--force", id]);
+    (r, q)
+}
+
 /// `qrun --root ROOT ARGS`.
 pub fn qrun_at(root: &Path, args: &[&str]) -> Outcome {
     let mut all = vec!["--root".to_string(), root.to_string_lossy().into_owned()];
