@@ -530,6 +530,12 @@ pub static ENTRIES: &[Entry] = &[
         "one set for the sandbox; RLIMIT_NOFILE enforced, others reported",
     ),
     e(306, sys_sync::syncfs, Full, ""),
+    e(
+        307,
+        sys_socket::sendmmsg,
+        Partial,
+        "sends after the first never block: a partial count instead",
+    ),
     e(309, sys_info::getcpu, Full, "the running vCPU, node 0"),
     e(316, sys_path::renameat2, Full, ""),
     e(318, sys_proc::getrandom, Full, ""),

@@ -552,6 +552,34 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     send(p, a[0], &bufs, addr, a[2], ctl.cred)
 }
 
+/// `sendmmsg(fd, msgvec, vlen, flags)`: [`sendmsg`] of each `mmsghdr`
+/// (its `msg_len` gets the bytes sent), at most `UIO_MAXIOV` of them. The
+/// first may block as `sendmsg` does; the others are sent `MSG_DONTWAIT`,
+/// and one that would block ends the call with the count sent so far, as
+/// an error after the first does on Linux (a syscall that blocks here is
+/// run again whole once woken, which would send the first ones twice).
+/// An error before anything was sent is the call's error.
+pub fn sendmmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    /// `sizeof(struct mmsghdr)`: a `msghdr` (56 bytes), `msg_len`, padding.
+    const MMSGHDR: u64 = 64;
+    const MSG_LEN: u64 = 56;
+    const UIO_MAXIOV: u64 = 1024;
+    let vlen = u64::from(a[2] as u32).min(UIO_MAXIOV);
+    let mut sent: u64 = 0;
+    while sent < vlen {
+        let hdr = a[1].checked_add(sent * MMSGHDR).ok_or(Errno::EFAULT)?;
+        let flags = if sent == 0 { a[3] } else { a[3] | MSG_DONTWAIT };
+        let r = sendmsg(p, &[a[0], hdr, flags, 0, 0, 0])
+            .and_then(|n| uaccess::write(&mut p.mm, hdr + MSG_LEN, &(n as u32)).map(|()| n));
+        match r {
+            Ok(_) => sent += 1,
+            Err(e) if sent == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(sent as usize)
+}
+
 /// `recvmsg(fd, msg, flags)`; control messages as the host socket gives
 /// them (`sys_scm`), none from a netlink socket.
 pub fn recvmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
