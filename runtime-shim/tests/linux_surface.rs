@@ -206,12 +206,13 @@ fn ip_control_messages_cross() {
     }
 }
 
-/// `sendmmsg` (the raw call: musl's wrapper loops over `sendmsg`): three
-/// datagrams with their `msg_len`, vlen 0, a bad entry after a good one
-/// (the count so far), bad pointers and fds, per-entry addresses, a full
-/// non-blocking buffer; the receiver's view compared too.
+/// `sendmmsg` and `recvmmsg` (the raw calls: musl's wrappers loop over
+/// `sendmsg`): three datagrams with their `msg_len`, vlen 0, a bad entry
+/// after a good one (the count so far), bad pointers and fds, per-entry
+/// addresses, a full non-blocking buffer; received with
+/// `MSG_WAITFORONE`, `MSG_DONTWAIT`, a timeout written back, EINVAL.
 #[test]
-fn sendmmsg_sends_as_linux() {
+fn sendmmsg_and_recvmmsg_as_linux() {
     if !require_kvm() {
         return;
     }
@@ -221,6 +222,8 @@ fn sendmmsg_sends_as_linux() {
         "sendmmsg good then bad: 1\nmsg_len: 3 7\n",
         "sendmmsg bad first: EFAULT\n",
         "addressed: 2 datagrams, then EAGAIN\n",
+        "recvmmsg MSG_WAITFORONE: 3\n  3 bytes: one\n  6 bytes: second\n  9 bytes: third one\n",
+        "timeout written back, 4 s < left <= 5 s: yes\n",
         "done\n",
     ] {
         assert!(stdout(&out).contains(want), "no {want:?}: {out:?}");

@@ -1,9 +1,12 @@
 /*
- * mmsg: the sendmmsg system call over UDP on loopback, as Linux gives it: three
+ * mmsg: the sendmmsg and recvmmsg system calls over UDP on loopback, as
+ * Linux gives them. sendmmsg: three
  * datagrams in one call (each entry's msg_len set), vlen 0, an entry
  * with a bad iovec after a good one (the count sent so far), bad
  * pointers and fds, a full non-blocking socket buffer (the count that
- * fit), and what the receiver got, in order.
+ * fit), and what the receiver got, in order. recvmmsg with
+ * MSG_WAITFORONE and MSG_DONTWAIT: the datagrams queued, each entry's
+ * msg_len, a timeout written back, EAGAIN, EINVAL, EFAULT.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -21,6 +25,38 @@
 static int mm(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
 	return syscall(SYS_sendmmsg, fd, v, n, flags);
+}
+
+static int rmm(int fd, struct mmsghdr *v, unsigned n, int flags, struct timespec *t)
+{
+	return syscall(SYS_recvmmsg, fd, v, n, flags, t);
+}
+
+static void say(const char *what, int rc)
+{
+	if (rc < 0)
+		printf("%s: %s\n", what, errno_name(errno));
+	else
+		printf("%s: %d\n", what, rc);
+}
+
+/* recvmmsg of up to 5 datagrams into `bufs`; prints what came. */
+static void receive(int r, int flags, struct timespec *t, const char *tag)
+{
+	static char bufs[5][64];
+	struct iovec iov[5];
+	struct mmsghdr v[5];
+	memset(v, 0, sizeof v);
+	for (int i = 0; i < 5; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = sizeof bufs[i];
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	int n = rmm(r, v, 5, flags, t);
+	say(tag, n);
+	for (int i = 0; i < n; i++)
+		printf("  %u bytes: %.*s\n", v[i].msg_len, (int)v[i].msg_len, bufs[i]);
 }
 
 static int udp(struct sockaddr_in *bound)
@@ -35,14 +71,6 @@ static int udp(struct sockaddr_in *bound)
 		getsockname(s, (struct sockaddr *)bound, &len);
 	}
 	return s;
-}
-
-static void say(const char *what, int rc)
-{
-	if (rc < 0)
-		printf("%s: %s\n", what, errno_name(errno));
-	else
-		printf("%s: %d\n", what, rc);
 }
 
 /* Reads what is queued on `r` (non-blocking) and prints it. */
@@ -106,6 +134,20 @@ int main(void)
 	}
 	say("sendmmsg with addresses", mm(u, d, 2, 0));
 	drain(r, "addressed");
+
+	/* recvmmsg. */
+	say("sendmmsg 3 again", mm(s, m, 3, 0));
+	receive(r, MSG_WAITFORONE, NULL, "recvmmsg MSG_WAITFORONE");
+	receive(r, MSG_DONTWAIT, NULL, "recvmmsg empty, MSG_DONTWAIT");
+	say("sendmmsg 2", mm(s, m, 2, 0));
+	struct timespec t = { 5, 0 };
+	receive(r, MSG_DONTWAIT, &t, "recvmmsg with a 5 s timeout");
+	printf("timeout written back, 4 s < left <= 5 s: %s\n",
+	       (t.tv_sec == 4 || (t.tv_sec == 5 && t.tv_nsec == 0)) ? "yes" : "no");
+	struct timespec badt = { 0, 1000000000 };
+	receive(r, MSG_DONTWAIT, &badt, "recvmmsg, tv_nsec 1e9");
+	say("recvmmsg bad vector", rmm(r, (struct mmsghdr *)8, 2, 0, NULL));
+	say("recvmmsg bad fd", rmm(99, NULL, 1, 0, NULL));
 
 	/* A small send buffer, non-blocking: some go, the call says how many. */
 	int small = 4096;

@@ -524,6 +524,12 @@ pub static ENTRIES: &[Entry] = &[
     e(295, sys_file::preadv, Full, ""),
     e(296, sys_file::pwritev, Full, ""),
     e(
+        299,
+        sys_socket::recvmmsg,
+        Partial,
+        "as with MSG_WAITFORONE: never waits after the first datagram",
+    ),
+    e(
         302,
         sys_proc::prlimit64,
         Partial,

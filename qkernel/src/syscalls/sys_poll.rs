@@ -153,7 +153,9 @@ pub fn poll(p: &mut Process, a: &[u64; 6]) -> SysResult {
     Ok(n)
 }
 
-fn read_timespec(p: &mut Process, va: u64) -> Result<Option<u64>, Errno> {
+/// A `timespec` at `va` in ns (`None` for a null pointer; `EINVAL` out of
+/// range).
+pub(super) fn read_timespec(p: &mut Process, va: u64) -> Result<Option<u64>, Errno> {
     if va == 0 {
         return Ok(None);
     }

@@ -552,32 +552,76 @@ pub fn sendmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
     send(p, a[0], &bufs, addr, a[2], ctl.cred)
 }
 
-/// `sendmmsg(fd, msgvec, vlen, flags)`: [`sendmsg`] of each `mmsghdr`
-/// (its `msg_len` gets the bytes sent), at most `UIO_MAXIOV` of them. The
-/// first may block as `sendmsg` does; the others are sent `MSG_DONTWAIT`,
-/// and one that would block ends the call with the count sent so far, as
-/// an error after the first does on Linux (a syscall that blocks here is
-/// run again whole once woken, which would send the first ones twice).
-/// An error before anything was sent is the call's error.
-pub fn sendmmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+/// `op` ([`sendmsg`] or [`recvmsg`]) on each `mmsghdr` of the vector at
+/// `vec` (its `msg_len` gets the bytes), at most `UIO_MAXIOV` of them.
+/// The first may block as `op` does; the others run `MSG_DONTWAIT`, and
+/// one that would block ends the call with the count so far, as an error
+/// after the first does on Linux (a syscall that blocks here is run again
+/// whole once woken, which would repeat the first ones). An error before
+/// the first is the call's error; `enough` after an entry ends it too.
+fn per_mmsghdr(
+    p: &mut Process,
+    a: [u64; 4],
+    op: fn(&mut Process, &[u64; 6]) -> SysResult,
+    mut enough: impl FnMut() -> bool,
+) -> Result<u64, Errno> {
     /// `sizeof(struct mmsghdr)`: a `msghdr` (56 bytes), `msg_len`, padding.
     const MMSGHDR: u64 = 64;
     const MSG_LEN: u64 = 56;
     const UIO_MAXIOV: u64 = 1024;
-    let vlen = u64::from(a[2] as u32).min(UIO_MAXIOV);
-    let mut sent: u64 = 0;
-    while sent < vlen {
-        let hdr = a[1].checked_add(sent * MMSGHDR).ok_or(Errno::EFAULT)?;
-        let flags = if sent == 0 { a[3] } else { a[3] | MSG_DONTWAIT };
-        let r = sendmsg(p, &[a[0], hdr, flags, 0, 0, 0])
-            .and_then(|n| uaccess::write(&mut p.mm, hdr + MSG_LEN, &(n as u32)).map(|()| n));
+    let [fd, vec, vlen, flags] = a;
+    // The socket first (EBADF, ENOTSOCK), then the vector, as Linux.
+    if nl(p, fd).is_none() {
+        sock(p, fd)?;
+    }
+    let vlen = u64::from(vlen as u32).min(UIO_MAXIOV);
+    let mut done: u64 = 0;
+    while done < vlen {
+        let hdr = vec.checked_add(done * MMSGHDR).ok_or(Errno::EFAULT)?;
+        let flags = if done == 0 {
+            flags
+        } else {
+            flags | MSG_DONTWAIT
+        };
+        let r = op(p, &[fd, hdr, flags, 0, 0, 0])
+            .and_then(|n| uaccess::write(&mut p.mm, hdr + MSG_LEN, &(n as u32)));
         match r {
-            Ok(_) => sent += 1,
-            Err(e) if sent == 0 => return Err(e),
+            Ok(()) => done += 1,
+            Err(e) if done == 0 => return Err(e),
             Err(_) => break,
         }
+        if enough() {
+            break;
+        }
     }
-    Ok(sent as usize)
+    Ok(done)
+}
+
+/// `sendmmsg(fd, msgvec, vlen, flags)`: [`per_mmsghdr`] of [`sendmsg`].
+pub fn sendmmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    per_mmsghdr(p, [a[0], a[1], a[2], a[3]], sendmsg, || false).map(|n| n as usize)
+}
+
+/// `recvmmsg(fd, msgvec, vlen, flags, timeout)`: [`per_mmsghdr`] of
+/// [`recvmsg`], so every call behaves as with `MSG_WAITFORONE` (Linux
+/// without it waits on a blocking socket until `vlen` came). The timeout
+/// is checked after each datagram, as Linux does (the first may wait
+/// forever there too), and what is left of it written back.
+pub fn recvmmsg(p: &mut Process, a: &[u64; 6]) -> SysResult {
+    const MSG_WAITFORONE: u64 = 0x10000;
+    let limit = super::sys_poll::read_timespec(p, a[4])?;
+    let start = crate::time::monotonic_ns();
+    let elapsed = || crate::time::monotonic_ns().saturating_sub(start);
+    let flags = a[3] & !MSG_WAITFORONE;
+    let n = per_mmsghdr(p, [a[0], a[1], a[2], flags], recvmsg, || {
+        limit.is_some_and(|l| elapsed() >= l)
+    })?;
+    if let Some(l) = limit {
+        let left = l.saturating_sub(elapsed());
+        uaccess::write(&mut p.mm, a[4], &(left / 1_000_000_000))?;
+        uaccess::write(&mut p.mm, a[4] + 8, &(left % 1_000_000_000))?;
+    }
+    Ok(n as usize)
 }
 
 /// `recvmsg(fd, msg, flags)`; control messages as the host socket gives
