@@ -10,7 +10,18 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A setup step that must work: else say which and stop. */
+#define CHECK(x)                                                                  \
+	do {                                                                      \
+		if (!(x)) {                                                       \
+			printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x,     \
+			       strerror(errno));                                  \
+			exit(99);                                                 \
+		}                                                                 \
+	} while (0)
 
 static inline const char *errno_name(int e) {
     switch (e) {

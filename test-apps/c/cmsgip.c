@@ -23,16 +23,6 @@
 
 #include "checks.h"
 
-/* A setup step that must work: else say which and stop. */
-#define CHECK(x)                                                                  \
-	do {                                                                      \
-		if (!(x)) {                                                       \
-			printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x,     \
-			       strerror(errno));                                  \
-			exit(99);                                                 \
-		}                                                                 \
-	} while (0)
-
 static const char *name(int level, int type)
 {
 	if (level == IPPROTO_IPV6 && type == IPV6_HOPLIMIT)

@@ -17,16 +17,6 @@
 
 #include "checks.h"
 
-/* A setup step that must work: else say which and stop. */
-#define CHECK(x)                                                                  \
-	do {                                                                      \
-		if (!(x)) {                                                       \
-			printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x,     \
-			       strerror(errno));                                  \
-			exit(99);                                                 \
-		}                                                                 \
-	} while (0)
-
 static pid_t parent, child;
 
 static const char *who(pid_t pid)
