@@ -156,10 +156,7 @@ pub fn sleep(deadline: u64) -> SysResult {
                 }
             }
         }
-        if let Err(e) = sched::block_current() {
-            forget(me);
-            return Err(e);
-        }
+        sched::block_current();
     }
 }
 
@@ -172,9 +169,9 @@ pub fn block_until(deadline: u64) -> Result<(), Errno> {
     if deadline != u64::MAX {
         enqueue((0, 0), 0, deadline);
     }
-    let r = sched::block_current();
+    sched::block_current();
     forget(me);
-    r
+    Ok(())
 }
 
 /// Wakes the waiters whose deadline has passed (their `sleep` returns

@@ -313,7 +313,7 @@ pub fn finish_syscall(
                 }
             }
             Action::Block => {
-                sched::block_current()?;
+                sched::block_current();
                 // What woke it (a child's exit or stop) is reported even
                 // if the SIGCHLD it sent is handled: as Linux's
                 // `do_wait`, the wait looks before it gives way to a
@@ -327,12 +327,8 @@ pub fn finish_syscall(
             }
             Action::Park(fd, events) => {
                 park::park(fd, events);
-                let blocked = sched::block_current();
+                sched::block_current();
                 park::woke();
-                if let Err(e) = blocked {
-                    park::rerun_done();
-                    return Err(e);
-                }
                 if crate::signal::interrupts() {
                     return park::interrupted();
                 }
@@ -341,9 +337,7 @@ pub fn finish_syscall(
             }
             Action::Vfork(child) => {
                 while fork::vfork_pending(child) {
-                    if sched::block_current().is_err() {
-                        break;
-                    }
+                    sched::block_current();
                 }
                 if fork::lent(child) {
                     // Nothing can run and the child still holds this

@@ -6,7 +6,6 @@ use spin::Mutex;
 
 use super::{KERNEL, Kernel, State, current_pid, set_current};
 use crate::arch::{self, percpu, switch};
-use crate::errno::Errno;
 use crate::mm::addr_space::AddrSpace;
 use crate::process::{self, PROCESS};
 
@@ -111,13 +110,12 @@ fn next_task() -> u32 {
 
 /// Sleeps until [`wake`]: other tasks run meanwhile, and with none to run
 /// the vCPU waits in the host.
-pub fn block_current() -> Result<(), Errno> {
+pub fn block_current() {
     let me = current_pid();
     if let Some(t) = KERNEL.lock().tasks.get_mut(&me) {
         t.state = State::Blocked;
     }
     switch(next_task());
-    Ok(())
 }
 
 /// Lets other tasks run while the current one is not runnable (its

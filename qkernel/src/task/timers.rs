@@ -249,8 +249,7 @@ pub fn run_expired() {
 /// Sleeps the running task until `deadline` (`NEVER`: until woken), other
 /// tasks running meanwhile. For kernel code outside the process lock (a
 /// futex wait with a timeout, later). `Ok(true)`: the deadline passed;
-/// `Ok(false)`: woken earlier (`sched::wake`, a handled signal); `EDEADLK`
-/// when nothing else can ever run (as `sched::block_current`).
+/// `Ok(false)`: woken earlier (`sched::wake`, a handled signal).
 #[expect(dead_code, reason = "the futex wait's timeout (threads) will use it")]
 pub fn sleep_until(deadline: u64) -> Result<bool, Errno> {
     let me = current_pid();
@@ -258,8 +257,7 @@ pub fn sleep_until(deadline: u64) -> Result<bool, Errno> {
         return Ok(true);
     }
     super::park::park_deadline_only(me, deadline);
-    let r = sched::block_current();
+    sched::block_current();
     super::park::unpark(me);
-    r?;
     Ok(time::monotonic_ns() >= deadline)
 }
