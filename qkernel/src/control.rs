@@ -148,6 +148,8 @@ extern "C" fn serve_pending_here() {
 pub fn return_freed_before_wait() {
     let mut runs: Vec<IoVec> = Vec::new();
     frames::take_freed_runs(&mut runs);
+    // The heaps' slack too: mapped, but garbage until zeroed for reuse.
+    crate::mm::slack::own_runs(&mut runs);
     let flags = RECLAIM_RUNNING | RECLAIM_DEFER;
     for batch in runs.chunks(MAX_IOVECS as usize) {
         let (gpa, count) = hostcall::iovecs(batch);
@@ -164,6 +166,7 @@ pub fn return_freed_before_wait() {
 pub fn return_freed() -> u64 {
     let mut runs: Vec<IoVec> = Vec::new();
     frames::take_freed_runs(&mut runs);
+    crate::mm::slack::own_runs(&mut runs);
     send(&runs, RECLAIM_RUNNING)
 }
 

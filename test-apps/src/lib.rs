@@ -98,6 +98,7 @@ pub const ALL: &[&str] = &[
     // Whole-file mappings past the file window's cap (filemap).
     "filemap_many",
     "free_probe",
+    "heapslack",
     // sendmmsg over UDP (linux_surface).
     "mmsg",
     // Anonymous memory touched in order: the fault-ahead (faults.rs).

@@ -35,7 +35,14 @@ pub struct AddrSpace {
     pub brk: u64,
     /// Sequential anonymous faults ([`super::fault::anon_window`]).
     pub seq: super::fault::SeqFaults,
+    /// End of the heap's slack: the pages of `[page_up(brk), slack_end)`
+    /// keep their PTEs after `brk` shrank (see [`Self::set_brk`]); none
+    /// when not above the break.
+    slack_end: u64,
 }
+
+/// Most heap slack an address space keeps ([`AddrSpace::set_brk`]).
+pub const SLACK_MAX: u64 = 8 << 20;
 
 /// PTE flags for a VMA protection.
 pub fn pte_flags(prot: u32) -> u64 {
@@ -51,6 +58,7 @@ impl AddrSpace {
             brk_start: 0,
             brk: 0,
             seq: super::fault::SeqFaults::default(),
+            slack_end: 0,
         }
     }
 
@@ -71,6 +79,7 @@ impl AddrSpace {
         for (start, end) in ranges {
             self.release_pages(start, end);
         }
+        self.release_slack();
         arch::flush_tlb();
         // SAFETY: the caller guarantees CR3 is elsewhere; the pages the
         // tables named are released.
@@ -79,6 +88,7 @@ impl AddrSpace {
 
     /// Adds an anonymous VMA over a free range.
     pub fn add_vma(&mut self, start: u64, end: u64, prot: u32, kind: VmaKind) {
+        self.claim(start, end);
         self.vmas.insert(Vma {
             start,
             end,
@@ -91,6 +101,7 @@ impl AddrSpace {
     /// Adds a VMA over a free range whose pages below `file.end` are file
     /// pages in the window.
     pub fn add_file_vma(&mut self, start: u64, end: u64, prot: u32, file: FileBacking) {
+        self.claim(start, end);
         self.vmas.insert(Vma {
             start,
             end,
@@ -104,6 +115,7 @@ impl AddrSpace {
     /// `VmaKind::Kernel` VMA, so `mmap` never picks it, and the program can
     /// neither write it, change its protection, move it nor discard it).
     pub fn map_kernel_page(&mut self, va: u64, gpa: u64, prot: u32) -> Result<(), Errno> {
+        self.claim(va, va + 4096);
         let prot = prot & (PROT_READ | PROT_EXEC);
         let leaf = self.pt.leaf(va, true).ok_or(Errno::ENOMEM)?;
         // SAFETY: `leaf` points into a live page-table page of ours.
@@ -311,6 +323,7 @@ impl AddrSpace {
     /// Moves the pages of `[old, old + len)` to `new` (both free of
     /// mappings at `new`), keeping their contents.
     pub fn move_pages(&mut self, old: u64, new: u64, len: u64) -> Result<(), Errno> {
+        self.claim(new, new.saturating_add(len));
         let mut off = 0;
         while off < len {
             let pte = self.pt.get(old + off);
@@ -330,6 +343,18 @@ impl AddrSpace {
     }
 
     /// Sets the program break; returns the new (or unchanged) break.
+    ///
+    /// Shrinking keeps the pages above the new break mapped, up to
+    /// [`SLACK_MAX`] of them (the heap's slack), and growing over them
+    /// again zeroes them in place: `malloc` trims and regrows its heap on
+    /// every large request (`matmul`: 6 MiB a call), and each page mapped
+    /// anew costs a fault of the hypervisor's shadow MMU here
+    /// (docs/memory.md, "Heap slack"). The difference from Linux: an
+    /// access above the break to slack pages does not fault (Linux:
+    /// SIGSEGV), nor does a system call given a buffer there fail. A
+    /// mapping placed over the slack, `execve` and exit drop it; the
+    /// hand-back before a wait offers its frames to the host
+    /// ([`super::slack`]).
     pub fn set_brk(&mut self, want: u64) -> u64 {
         if want < self.brk_start || want > self.brk_start + BRK_MAX {
             return self.brk;
@@ -342,12 +367,99 @@ impl AddrSpace {
             if self.vmas.overlaps(old_end, new_end) {
                 return self.brk;
             }
-            let prot = super::vma::PROT_READ | PROT_WRITE;
-            self.add_vma(old_end, new_end, prot, VmaKind::Heap);
+            let reuse_end = self.slack_end.min(new_end);
+            if reuse_end > old_end {
+                if self.reuse_slack(old_end, reuse_end) {
+                    arch::flush_tlb();
+                }
+                super::frames::note_slack_reused((reuse_end - old_end) / 4096);
+            }
+            if self.slack_end <= new_end {
+                self.slack_end = 0;
+            }
+            // Not `add_vma`: what is left of the slack lies above.
+            self.vmas.insert(Vma {
+                start: old_end,
+                end: new_end,
+                prot: super::vma::PROT_READ | PROT_WRITE,
+                kind: VmaKind::Heap,
+                file: None,
+            });
         } else if new_end < old_end {
-            self.unmap(new_end, old_end);
+            // The VMAs go; the pages stay as slack, up to SLACK_MAX.
+            self.vmas.remove_range(new_end, old_end);
+            let keep = new_end.saturating_add(SLACK_MAX);
+            let mut end = self.slack_end.max(old_end);
+            if end > keep {
+                if self.release_pages(keep, end) {
+                    arch::flush_tlb();
+                }
+                end = keep;
+            }
+            // Pages released above count as freed already.
+            super::frames::note_slack((old_end.min(end) - new_end) / 4096);
+            self.slack_end = end;
         }
         self.brk = want;
+        self.sync_slack();
         self.brk
+    }
+
+    /// Tells [`super::slack`] this space's slack now.
+    fn sync_slack(&self) {
+        let start = super::page_up(self.brk).unwrap_or(self.brk);
+        super::slack::set(self.pt.kernel_cr3(), start, self.slack_end);
+    }
+
+    /// Makes the slack pages of `[start, end)` the heap's again: a page
+    /// only this space maps, writable, is zeroed in place; any other page
+    /// (shared copy-on-write after a fork, swapped out by a hibernation)
+    /// is dropped and faults in afresh. Returns whether a present mapping
+    /// went (the caller flushes).
+    fn reuse_slack(&mut self, start: u64, end: u64) -> bool {
+        let mut removed = false;
+        let mut va = start;
+        while va < end {
+            let Some(leaf) = self.pt.leaf(va, false) else {
+                va = ((va | 0x1f_ffff) + 1).min(end);
+                continue;
+            };
+            // SAFETY: `leaf` points into a live page-table page of ours.
+            let pte = Pte(unsafe { *leaf });
+            let own = pte.present()
+                && pte.0 & qlib::pte::WRITABLE != 0
+                && !in_file_window(pte.addr())
+                && frames::user_refs(pte.addr()) == 1;
+            if own {
+                // SAFETY: a user page of this space alone, in the direct
+                // map; nothing else reads it.
+                unsafe {
+                    core::ptr::write_bytes(super::gpa_to_kva(pte.addr()) as *mut u8, 0, 4096)
+                };
+            } else if pte.present() || pte.swapped() {
+                removed |= self.release_pages(va, va + 4096);
+            }
+            va += 4096;
+        }
+        removed
+    }
+
+    /// Drops the heap's slack, if any, with a TLB flush.
+    fn release_slack(&mut self) {
+        let start = super::page_up(self.brk).unwrap_or(self.brk);
+        let end = core::mem::take(&mut self.slack_end);
+        self.sync_slack();
+        if end > start && self.release_pages(start, end) {
+            arch::flush_tlb();
+        }
+    }
+
+    /// A mapping is about to be made over `[start, end)`: the heap's slack
+    /// goes first if it lies there.
+    fn claim(&mut self, start: u64, end: u64) {
+        let slack_start = super::page_up(self.brk).unwrap_or(self.brk);
+        if start < self.slack_end && end > slack_start {
+            self.release_slack();
+        }
     }
 }

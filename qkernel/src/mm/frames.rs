@@ -206,6 +206,19 @@ fn note_freed(gpa: u64) {
     FREED_SINCE.fetch_add(1, Ordering::Relaxed);
 }
 
+/// `pages` became heap slack (`super::slack`): they count toward a
+/// hand-back as freed pages do.
+pub fn note_slack(pages: u64) {
+    FREED_NET.fetch_add(pages, Ordering::Relaxed);
+    FREED_SINCE.fetch_add(pages, Ordering::Relaxed);
+}
+
+/// `pages` of heap slack went back into the heap: as an allocation.
+pub fn note_slack_reused(pages: u64) {
+    let net = FREED_NET.load(Ordering::Relaxed);
+    FREED_NET.store(net.saturating_sub(pages), Ordering::Relaxed);
+}
+
 /// Pages freed since the last hand-back, allocations not subtracted: what
 /// decides a (deferred) hand-back before a wait. A request that frees and
 /// reallocates its memory leaves a low net count but its free pages are

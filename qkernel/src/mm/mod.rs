@@ -12,6 +12,7 @@ pub mod frames;
 pub mod heap;
 pub mod pagetable;
 pub mod sharedfile;
+pub mod slack;
 pub mod swap;
 pub mod uaccess;
 pub mod vma;

@@ -214,3 +214,27 @@ impl PageTables {
         }
     }
 }
+
+/// The leaf entry of user address `va` in the address space whose kernel
+/// PGD is at `pgd` (0 if its tables do not reach it).
+///
+/// # Safety
+/// `pgd` is the kernel PGD of a live address space.
+pub unsafe fn lookup(pgd: u64, va: u64) -> Pte {
+    if va >= USER_PT_END {
+        return Pte(0);
+    }
+    let [i4, i3, i2, i1] = indexes(va);
+    let mut table = pgd;
+    for index in [i4, i3, i2] {
+        // SAFETY: `table` is a live page-table page of that space (the
+        // caller's contract, then the present entries below it).
+        let e = Pte(unsafe { *entry(table, index) });
+        if !e.present() {
+            return Pte(0);
+        }
+        table = e.addr();
+    }
+    // SAFETY: as above.
+    Pte(unsafe { *entry(table, i1) })
+}
