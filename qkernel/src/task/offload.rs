@@ -485,6 +485,35 @@ fn wanted(me: u32) -> Option<usize> {
     others.then_some(k)
 }
 
+/// Whether a runnable task that has shown it computes waits for vCPU 0
+/// while a secondary idles: the running task then yields to it at its
+/// return to user mode ([`super::slice::at_user_return`]), and it goes
+/// out at its own ([`away`]). Otherwise it would wait until the running
+/// task blocks or its slice ends: a worker woken with work (OpenBLAS, a
+/// thread pool) sat behind the thread that woke it for up to 10 ms.
+pub fn computer_waits() -> bool {
+    if !enabled() || crate::mm::swap::asleep() || idle_secondary().is_none() {
+        return false;
+    }
+    let waiting: alloc::vec::Vec<u32> = {
+        let k = KERNEL.lock();
+        k.runq
+            .iter()
+            .copied()
+            .filter(|pid| {
+                k.tasks
+                    .get(pid)
+                    .is_some_and(|t| t.state == State::Runnable && !t.habit.stays())
+            })
+            .collect()
+    };
+    if waiting.is_empty() {
+        return false;
+    }
+    let pinned = PINNED.lock();
+    waiting.iter().any(|pid| !pinned.contains(pid))
+}
+
 /// Whether the running task will go to a secondary at its return to user
 /// mode ([`away`]).
 pub fn goes_out() -> bool {

@@ -106,8 +106,14 @@ pub fn idle() {
     control_word(CONTROL_SLICE_OFFSET).store(word(false, false), Ordering::SeqCst);
 }
 
+/// The running task yielded so that a waiting task that computes goes to
+/// an idle secondary; the next task to return to user mode does not.
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
+
 /// On every way back to user mode, with no lock held: switches if the
-/// running task's slice is over, then publishes the slice word.
+/// running task's slice is over, or to a task that computes and waits
+/// while a secondary idles ([`super::offload::computer_waits`]), then
+/// publishes the slice word.
 pub fn at_user_return() {
     crate::mm::swap::ensure_awake();
     if NEED_RESCHED.swap(false, Ordering::Relaxed) {
@@ -119,6 +125,12 @@ pub fn at_user_return() {
         if !super::offload::goes_out() {
             sched::yield_now();
         }
+    } else if HANDING_OVER.swap(false, Ordering::Relaxed) {
+        // Yielded to ([`super::offload::computer_waits`]): this task goes
+        // out at `offload::away` rather than yield back.
+    } else if super::offload::computer_waits() {
+        HANDING_OVER.store(true, Ordering::Relaxed);
+        sched::yield_now();
     }
     publish();
 }
