@@ -94,6 +94,10 @@ pub struct Status {
     /// Bytes the last hibernation wrote to the REAP file.
     #[serde(default)]
     pub reap_bytes: u64,
+    /// Bytes of free guest memory the last wake faulted back in (it was
+    /// resident when the hibernation dropped it).
+    #[serde(default)]
+    pub warm_free_bytes: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

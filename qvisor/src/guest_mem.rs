@@ -406,6 +406,63 @@ impl GuestRam {
         out
     }
 
+    /// The runs `(gpa, len)` of `[gpa, gpa + len)` (page aligned) whose
+    /// host pages are resident; none for a range outside guest RAM.
+    pub fn resident_runs(&self, gpa: u64, len: u64) -> Vec<(u64, u64)> {
+        const CHUNK: u64 = 16 << 20;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        if self.check(gpa, len).is_err() || !gpa.is_multiple_of(4096) {
+            return runs;
+        }
+        let mut resident = vec![0u8; (CHUNK / 4096) as usize];
+        let end = gpa + len;
+        let mut at = gpa;
+        while at < end {
+            let n = CHUNK.min(end - at).next_multiple_of(4096);
+            // SAFETY: `[host_base + at, + n)` lies inside our guest-RAM
+            // mapping (checked above, page aligned); mincore writes one
+            // byte per page into `resident`, which has room for CHUNK /
+            // 4096 pages.
+            let rc = unsafe {
+                libc::mincore(
+                    (self.host_base() + at) as *mut libc::c_void,
+                    n as usize,
+                    resident.as_mut_ptr(),
+                )
+            };
+            if rc == 0 {
+                for (k, r) in resident[..(n / 4096) as usize].iter().enumerate() {
+                    if r & 1 == 0 {
+                        continue;
+                    }
+                    let page = at + k as u64 * 4096;
+                    match runs.last_mut() {
+                        Some((s, l)) if *s + *l == page => *l += 4096,
+                        _ => runs.push((page, 4096)),
+                    }
+                }
+            }
+            at += n;
+        }
+        runs
+    }
+
+    /// Faults the host pages behind a checked, page-aligned range in
+    /// (`MADV_POPULATE_WRITE`): absent ones become zero pages, present
+    /// ones keep their bytes.
+    pub fn populate(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
+        self.check(gpa, len)?;
+        if !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {
+            return Err(BadRange);
+        }
+        let addr = (self.host_base() + gpa) as *mut libc::c_void;
+        // SAFETY: the range lies inside our private anonymous guest-RAM
+        // mapping (checked above); populating only allocates zero pages
+        // where none are, it changes no byte the guest or Rust can see.
+        let rc = unsafe { libc::madvise(addr, len as usize, libc::MADV_POPULATE_WRITE) };
+        if rc == 0 { Ok(()) } else { Err(BadRange) }
+    }
+
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
@@ -463,5 +520,30 @@ mod tests {
         ram.write_bytes(0, &[0u8; 8]).expect("page 0");
         ram.discard_zero_pages(0x1000);
         assert!(resident(&ram, 0));
+    }
+
+    #[test]
+    fn resident_runs_and_populate() {
+        let ram = GuestRam::new(32 << 20).expect("guest RAM");
+        let base = 8 << 20;
+        ram.write_bytes(base + 0x1000, b"a").expect("write");
+        ram.write_bytes(base + 0x2000, b"b").expect("write");
+        ram.write_bytes(base + (17 << 20), b"c").expect("write");
+        assert_eq!(
+            ram.resident_runs(base, 20 << 20),
+            vec![(base + 0x1000, 0x2000), (base + (17 << 20), 0x1000)]
+        );
+        // Populating keeps what is there and makes the rest resident zeros.
+        ram.populate(base, 0x4000).expect("populate");
+        assert_eq!(ram.resident_runs(base, 0x4000), vec![(base, 0x4000)]);
+        let mut b = [9u8; 1];
+        ram.read_bytes(base + 0x1000, &mut b).expect("read");
+        assert_eq!(&b, b"a");
+        ram.read_bytes(base + 0x3000, &mut b).expect("read");
+        assert_eq!(b, [0]);
+        // Outside guest RAM: nothing, and an error.
+        assert!(ram.resident_runs(40 << 20, 0x1000).is_empty());
+        assert!(ram.populate(40 << 20, 0x1000).is_err());
+        assert!(ram.populate(base + 1, 0x1000).is_err());
     }
 }

@@ -498,3 +498,34 @@ fn a_hibernated_sandbox_parks_its_kernel_pages() {
     let (_, status) = c.finish();
     assert_eq!(status, 0);
 }
+
+/// Free memory the program had just used (still resident when the
+/// hibernation dropped it) is faulted back in at the wake, and reads as
+/// zeros when the program maps memory again.
+#[test]
+fn warm_free_memory_comes_back_at_the_wake_as_zeros() {
+    if !common::require_kvm() {
+        return;
+    }
+    let (mut c, line) = common::controlled::Controlled::start(
+        "hib-warm",
+        &test_apps::path("free_probe"),
+        &["hold", "16", "munmap"],
+        Stdio::piped(),
+    );
+    assert_eq!(line, "touched\n");
+    let mut stdin = c.child.stdin.take().expect("stdin");
+    stdin.write_all(b"\n").expect("write");
+    assert_eq!(c.read_line(), "freed\n");
+    c.hibernate();
+    let st = c.ctl("wake");
+    let warm = st["warm_free_bytes"].as_u64().unwrap_or(0);
+    assert!(
+        warm >= 8 << 20,
+        "the 16 MiB just freed should come back at the wake: {st}"
+    );
+    stdin.write_all(b"\n").expect("write");
+    drop(stdin);
+    let (rest, _) = c.finish();
+    assert_eq!(rest, "zero ok\n");
+}

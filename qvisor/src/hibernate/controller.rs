@@ -30,6 +30,7 @@ use qlib::abi::{IoVec, SwapPage, control};
 use super::SwapError;
 use super::reap::ReapFile;
 use super::swap::SwapFile;
+use super::warm::WarmFree;
 use crate::boot::KernelText;
 use crate::control::ControlChannel;
 use crate::ctl::Status;
@@ -83,6 +84,8 @@ struct Stats {
     hibernate_us: u64,
     wake_us: u64,
     reap_bytes: u64,
+    /// Free memory the last wake faulted back in ([`WarmFree`]).
+    warm_bytes: u64,
 }
 
 struct Inner {
@@ -108,6 +111,8 @@ struct Inner {
     /// The status at the commit of the hibernation requested last: its
     /// answer, even if the sandbox woke again before the requester ran.
     committed: Option<Status>,
+    /// Free memory the hibernation dropped while it was resident.
+    warm: WarmFree,
 }
 
 /// The controller of one sandbox.
@@ -365,6 +370,7 @@ impl Hibernation {
                 closed: false,
                 text_dropped: false,
                 committed: None,
+                warm: WarmFree::default(),
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
@@ -549,6 +555,7 @@ impl Hibernation {
             hibernate_us: i.stats.hibernate_us,
             wake_us: i.stats.wake_us,
             reap_bytes: i.stats.reap_bytes,
+            warm_free_bytes: i.stats.warm_bytes,
         }
     }
 
@@ -678,6 +685,7 @@ impl Hibernation {
                 None => Ok(0),
             }
         })();
+        i.stats.warm_bytes = i.warm.repopulate(ram);
         match result {
             Ok(bytes) => {
                 i.stats.read_back_bytes = bytes;
@@ -723,6 +731,7 @@ impl Hibernation {
             crate::control::drain(&self.channel.eventfd);
         }
         i.begun = true;
+        i.warm.clear();
         match i.reap() {
             Ok(r) => {
                 r.reset();
@@ -740,6 +749,16 @@ impl Hibernation {
                 self.changed.notify_all();
                 -(libc::EIO as i64)
             }
+        }
+    }
+
+    /// A reclaim drops `[gpa, gpa + len)` of free guest memory: during a
+    /// hibernation its resident runs are noted, to be faulted back in at
+    /// the wake ([`WarmFree`]).
+    pub fn note_free_dropped(&self, ram: &GuestRam, gpa: u64, len: u64) {
+        let mut i = self.lock();
+        if i.state == State::Hibernating && i.begun {
+            i.warm.note(ram, gpa, len);
         }
     }
 

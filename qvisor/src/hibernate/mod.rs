@@ -17,6 +17,7 @@ mod controller;
 mod file;
 mod reap;
 mod swap;
+mod warm;
 
 use std::path::{Path, PathBuf};
 

@@ -389,6 +389,8 @@ impl<'a> HostCalls<'a> {
         };
         let mut total = 0i64;
         for r in ranges {
+            // A hibernation's reclaim: what was warm comes back at the wake.
+            self.hib.note_free_dropped(self.ram, r.gpa, r.len);
             if self.ram.discard(r.gpa, r.len).is_err() {
                 return EINVAL;
             }
