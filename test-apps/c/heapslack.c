@@ -11,9 +11,10 @@
  *     copy-on-write and writes it; the child still reads its bytes.
  *  3. A fixed mapping placed just above the break after a shrink reads
  *     zero, and the heap cannot grow over it (brk fails, as Linux's).
- *  4. 200 rounds of 6 MiB grown, written in full, shrunk back (malloc's
+ *  4. A shared mapping placed inside the heap goes with a shrink.
+ *  5. 200 rounds of 6 MiB grown, written in full, shrunk back (malloc's
  *     pattern for a large request): the heap reads zero each time.
- *  5. With "wait": 4 MiB grown, written, shrunk; prints "shrunk" and
+ *  6. With "wait": 4 MiB grown, written, shrunk; prints "shrunk" and
  *     reads a line from stdin (the test hibernates the sandbox there);
  *     then grown back: it reads zero.
  * Prints one line per check and "done".
@@ -110,6 +111,17 @@ int main(int argc, char **argv)
 	munmap(m, MIB);
 	grow(h, 3 * MIB);
 	printf("regrown after the mapping went reads zero: %s\n",
+	       yes(all(h + MIB, 2 * MIB, 0)));
+
+	/* A shared mapping placed inside the heap goes with the shrink. */
+	unsigned char *in = mmap(h + 2 * MIB, MIB, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (in == MAP_FAILED)
+		return 1;
+	memset(in, 0x44, MIB);
+	grow(h, 1 * MIB);
+	grow(h, 3 * MIB);
+	printf("mapping inside the heap gone after a shrink: %s\n",
 	       yes(all(h + MIB, 2 * MIB, 0)));
 
 	int ok = 1;

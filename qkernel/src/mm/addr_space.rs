@@ -385,6 +385,16 @@ impl AddrSpace {
                 kind: VmaKind::Heap,
                 file: None,
             });
+        } else if new_end < old_end
+            && self
+                .vmas
+                .iter_range(new_end, old_end)
+                .any(|v| v.kind != VmaKind::Heap)
+        {
+            // Something else was mapped into the heap (`MAP_FIXED`): as
+            // `munmap`, which writes shared files back.
+            self.release_slack();
+            self.unmap(new_end, old_end);
         } else if new_end < old_end {
             // The VMAs go; the pages stay as slack, up to SLACK_MAX.
             self.vmas.remove_range(new_end, old_end);
