@@ -447,22 +447,6 @@ impl GuestRam {
         runs
     }
 
-    /// Faults the host pages behind a checked, page-aligned range in
-    /// (`MADV_POPULATE_WRITE`): absent ones become zero pages, present
-    /// ones keep their bytes.
-    pub fn populate(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
-        self.check(gpa, len)?;
-        if !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {
-            return Err(BadRange);
-        }
-        let addr = (self.host_base() + gpa) as *mut libc::c_void;
-        // SAFETY: the range lies inside our private anonymous guest-RAM
-        // mapping (checked above); populating only allocates zero pages
-        // where none are, it changes no byte the guest or Rust can see.
-        let rc = unsafe { libc::madvise(addr, len as usize, libc::MADV_POPULATE_WRITE) };
-        if rc == 0 { Ok(()) } else { Err(BadRange) }
-    }
-
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
@@ -523,7 +507,7 @@ mod tests {
     }
 
     #[test]
-    fn resident_runs_and_populate() {
+    fn resident_runs_of_a_range() {
         let ram = GuestRam::new(32 << 20).expect("guest RAM");
         let base = 8 << 20;
         ram.write_bytes(base + 0x1000, b"a").expect("write");
@@ -533,17 +517,8 @@ mod tests {
             ram.resident_runs(base, 20 << 20),
             vec![(base + 0x1000, 0x2000), (base + (17 << 20), 0x1000)]
         );
-        // Populating keeps what is there and makes the rest resident zeros.
-        ram.populate(base, 0x4000).expect("populate");
-        assert_eq!(ram.resident_runs(base, 0x4000), vec![(base, 0x4000)]);
-        let mut b = [9u8; 1];
-        ram.read_bytes(base + 0x1000, &mut b).expect("read");
-        assert_eq!(&b, b"a");
-        ram.read_bytes(base + 0x3000, &mut b).expect("read");
-        assert_eq!(b, [0]);
-        // Outside guest RAM: nothing, and an error.
+        // Outside guest RAM, or unaligned: nothing.
         assert!(ram.resident_runs(40 << 20, 0x1000).is_empty());
-        assert!(ram.populate(40 << 20, 0x1000).is_err());
-        assert!(ram.populate(base + 1, 0x1000).is_err());
+        assert!(ram.resident_runs(base + 1, 0x1000).is_empty());
     }
 }

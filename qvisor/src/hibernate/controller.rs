@@ -30,7 +30,7 @@ use qlib::abi::{IoVec, SwapPage, control};
 use super::SwapError;
 use super::reap::ReapFile;
 use super::swap::SwapFile;
-use super::warm::WarmFree;
+use super::warm::{Repopulate, WarmFree};
 use crate::boot::KernelText;
 use crate::control::ControlChannel;
 use crate::ctl::Status;
@@ -113,6 +113,8 @@ struct Inner {
     committed: Option<Status>,
     /// Free memory the hibernation dropped while it was resident.
     warm: WarmFree,
+    /// The thread faulting it back in after the last wake.
+    repopulate: Option<Repopulate>,
 }
 
 /// The controller of one sandbox.
@@ -371,6 +373,7 @@ impl Hibernation {
                 text_dropped: false,
                 committed: None,
                 warm: WarmFree::default(),
+                repopulate: None,
             }),
             changed: Condvar::new(),
             hold: AtomicBool::new(false),
@@ -625,7 +628,14 @@ impl Hibernation {
     /// The vCPU stopped: wakes every request waiting for the guest, which
     /// will never answer now.
     pub fn close(&self) {
-        self.lock().closed = true;
+        let job = {
+            let mut i = self.lock();
+            i.closed = true;
+            i.repopulate.take()
+        };
+        if let Some(job) = job {
+            job.finish();
+        }
         self.changed.notify_all();
     }
 
@@ -685,7 +695,9 @@ impl Hibernation {
                 None => Ok(0),
             }
         })();
-        i.stats.warm_bytes = i.warm.repopulate(ram);
+        let (job, bytes) = i.warm.start(ram);
+        i.repopulate = job;
+        i.stats.warm_bytes = bytes;
         match result {
             Ok(bytes) => {
                 i.stats.read_back_bytes = bytes;
@@ -731,6 +743,10 @@ impl Hibernation {
             crate::control::drain(&self.channel.eventfd);
         }
         i.begun = true;
+        // Nothing brought back may outlive this hibernation's drops.
+        if let Some(job) = i.repopulate.take() {
+            job.finish();
+        }
         i.warm.clear();
         match i.reap() {
             Ok(r) => {
