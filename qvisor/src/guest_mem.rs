@@ -376,34 +376,14 @@ impl GuestRam {
     }
 
     fn resident_pages_all(&self, from: u64) -> Vec<u64> {
-        const CHUNK: u64 = 16 << 20;
-        let mut resident = vec![0u8; (CHUNK / 4096) as usize];
-        let mut out = Vec::new();
-        let mut at = from.next_multiple_of(4096);
-        while at < self.size {
-            let len = CHUNK.min(self.size - at);
-            // SAFETY: `[host_base + at, + len)` lies inside our guest-RAM
-            // mapping (page aligned); mincore writes one byte per page into
-            // `resident`, which has room for CHUNK / 4096 pages.
-            let rc = unsafe {
-                libc::mincore(
-                    (self.host_base() + at) as *mut libc::c_void,
-                    len as usize,
-                    resident.as_mut_ptr(),
-                )
-            };
-            if rc == 0 {
-                out.extend(
-                    resident[..(len / 4096) as usize]
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| **r & 1 != 0)
-                        .map(|(n, _)| at + n as u64 * 4096),
-                );
-            }
-            at += len;
+        let from = from.next_multiple_of(4096);
+        if from >= self.size {
+            return Vec::new();
         }
-        out
+        self.resident_runs(from, self.size - from)
+            .into_iter()
+            .flat_map(|(gpa, len)| (gpa..gpa + len).step_by(4096))
+            .collect()
     }
 
     /// The runs `(gpa, len)` of `[gpa, gpa + len)` (page aligned) whose

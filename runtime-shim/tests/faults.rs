@@ -43,12 +43,7 @@ fn memory_written_in_order_takes_few_faults() {
     assert_eq!(out.status, 0, "{out:?}");
     assert_eq!(stdout(&out), "in order: yes\n", "{out:?}");
     let err = common::stderr(&out);
-    let faults: u64 = err
-        .lines()
-        .find_map(|l| l.split("faults: not present ").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no fault count in the stats: {err}"));
+    let faults = not_present_faults(&err);
     // The program's start takes some faults of its own (~10 for this
     // static binary); the 8 MiB about 10 more.
     assert!(
@@ -92,12 +87,7 @@ fn heap_regrown_over_its_slack_takes_few_faults() {
     let out = run_sandboxed_with(&["--stats"], &prog, &[], &[]);
     assert_eq!(out.status, 0, "{out:?}");
     let err = common::stderr(&out);
-    let faults: u64 = err
-        .lines()
-        .find_map(|l| l.split("faults: not present ").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no fault count in the stats: {err}"));
+    let faults = not_present_faults(&err);
     assert!(faults <= 150, "{faults} faults: {err}");
 }
 
@@ -135,4 +125,13 @@ fn heap_slack_across_a_hibernation_reads_zero() {
     drop(stdin);
     let (rest, _) = c.finish();
     assert_eq!(rest, "regrown after the wait reads zero: yes\ndone\n");
+}
+
+/// The guest's not-present fault count from `qrun do --stats`' stderr.
+fn not_present_faults(err: &str) -> u64 {
+    err.lines()
+        .find_map(|l| l.split("faults: not present ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no fault count in the stats: {err}"))
 }
