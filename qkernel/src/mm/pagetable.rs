@@ -207,11 +207,8 @@ impl PageTables {
 
     /// The leaf entry of `va`, if its tables exist.
     pub fn get(&mut self, va: u64) -> Pte {
-        match self.leaf(va, false) {
-            // SAFETY: `leaf` returns a pointer into a live page-table page.
-            Some(p) => Pte(unsafe { *p }),
-            None => Pte(0),
-        }
+        // SAFETY: `self.pgd` is this live address space's kernel PGD.
+        unsafe { lookup(self.pgd, va) }
     }
 }
 

@@ -495,23 +495,15 @@ pub fn computer_waits() -> bool {
     if !enabled() || crate::mm::swap::asleep() || idle_secondary().is_none() {
         return false;
     }
-    let waiting: alloc::vec::Vec<u32> = {
-        let k = KERNEL.lock();
-        k.runq
-            .iter()
-            .copied()
-            .filter(|pid| {
-                k.tasks
-                    .get(pid)
-                    .is_some_and(|t| t.state == State::Runnable && !t.habit.stays())
-            })
-            .collect()
-    };
-    if waiting.is_empty() {
-        return false;
-    }
+    // PINNED before KERNEL, as in `goes_out`.
     let pinned = PINNED.lock();
-    waiting.iter().any(|pid| !pinned.contains(pid))
+    let k = KERNEL.lock();
+    k.runq.iter().any(|pid| {
+        !pinned.contains(pid)
+            && k.tasks
+                .get(pid)
+                .is_some_and(|t| t.state == State::Runnable && !t.habit.stays())
+    })
 }
 
 /// Whether the running task will go to a secondary at its return to user
