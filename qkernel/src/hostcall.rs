@@ -99,6 +99,25 @@ pub fn call_bare(c: Call, args: [u64; 6]) -> i64 {
     unsafe { core::ptr::read_volatile(&rec.ret) }
 }
 
+/// A hint to the VMM (`Call::Populate`), safe from any kernel context
+/// that may allocate (a fault handler holding the address space, a
+/// secondary vCPU): the doorbell alone, counted in the stats, no control
+/// request served; `None` when this vCPU's record is busy (the hint is
+/// dropped: nothing waits on it).
+pub fn hint(c: Call, args: [u64; 6]) -> Option<i64> {
+    let mut rec = arch::percpu::this().record.try_lock()?;
+    rec.call = c as u64;
+    rec.args = args;
+    rec.ret = 0;
+    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
+    let st = crate::stats::start();
+    // SAFETY: as in `raw_call`.
+    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    crate::stats::host_call(c, st);
+    // SAFETY: `ret` was written by the VMM behind the compiler's back.
+    Some(unsafe { core::ptr::read_volatile(&rec.ret) })
+}
+
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     let blocking = crate::syscalls::cputime::may_block(c, &args);
     // Freed memory goes back before the guest waits (a process that exits

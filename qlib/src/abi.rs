@@ -11,10 +11,12 @@
 //! All pointers in arguments are guest-physical addresses.
 
 /// Bumped on any incompatible change; checked by [`Call::Hello`] at boot.
-pub const ABI_VERSION: u64 = 19;
+pub const ABI_VERSION: u64 = 20;
 
 /// Most extra fds one `Call::Close` closes.
 pub const MAX_CLOSE_BATCH: u64 = 64;
+/// Most bytes one [`Call::Populate`] may ask for (one allocator chunk).
+pub const POPULATE_MAX: u64 = 4 << 20;
 
 /// Most vCPUs a sandbox has (docs/smp.md).
 pub const MAX_VCPUS: usize = 8;
@@ -232,6 +234,14 @@ pub enum Call {
     /// (whole lines), or `-ENOENT` for a file the host lacks. `AF_UNIX`
     /// sockets named outside the sandbox are left out of `unix`.
     NetFile = 28,
+    /// Back a fresh block of guest RAM with host pages before the guest
+    /// first uses it (`MADV_POPULATE_WRITE`): `args[0]` = GPA, `args[1]` =
+    /// length, both page aligned, at most [`POPULATE_MAX`]. The bytes stay
+    /// what they were (zero for memory never touched). Returns 0 or
+    /// `-errno` (`-EINVAL` where the host kernel cannot populate: the
+    /// guest stops asking). A hint: the guest does not wait on anything
+    /// but the exit, and the call leaves a hibernated sandbox hibernated.
+    Populate = 29,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -278,6 +288,7 @@ impl Call {
             self,
             Self::Log
                 | Self::Reclaim
+                | Self::Populate
                 | Self::Exit
                 | Self::Panic
                 | Self::BootError
@@ -321,6 +332,7 @@ impl Call {
             26 => Self::WindowGone,
             27 => Self::NetIfaces,
             28 => Self::NetFile,
+            29 => Self::Populate,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

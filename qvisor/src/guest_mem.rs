@@ -65,6 +65,9 @@ pub struct GuestRam {
     /// `mincore` says "resident" for page-cache pages, so
     /// [`GuestRam::resident_pages`] leaves them out.
     file_backed: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Blocks populated for the guest ([`GuestRam::populate`]) since the
+    /// last [`GuestRam::trim_backed`], merged when contiguous.
+    backed: std::sync::Mutex<Vec<(u64, u64)>>,
 }
 
 impl Drop for GuestRam {
@@ -104,6 +107,7 @@ impl GuestRam {
             base,
             window: window as u64,
             file_backed: std::sync::Mutex::new(Vec::new()),
+            backed: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -340,15 +344,46 @@ impl GuestRam {
     /// returns how many. Only for memory no other thread writes meanwhile:
     /// a write between the check and the drop would be lost.
     pub fn discard_zero_pages(&self, from: u64) -> u64 {
+        self.resident_pages(from)
+            .into_iter()
+            .filter(|&gpa| self.is_zero_page(gpa) && self.discard(gpa, 4096).is_ok())
+            .count() as u64
+    }
+
+    /// Whether the resident page at `gpa` (in guest RAM) holds only zeros.
+    fn is_zero_page(&self, gpa: u64) -> bool {
+        // SAFETY: a page of our guest-RAM mapping (the callers' pages come
+        // from `resident_runs`/`resident_pages`), read only; the callers
+        // keep writers away.
+        let bytes =
+            unsafe { std::slice::from_raw_parts((self.host_base() + gpa) as *const u64, 512) };
+        bytes.iter().all(|&w| w == 0)
+    }
+
+    /// [`Self::discard_zero_pages`] for `[gpa, gpa + len)`, dropping
+    /// neighbouring zero pages with one `madvise`.
+    fn discard_zero_runs(&self, gpa: u64, len: u64) -> u64 {
         let mut dropped = 0;
-        for gpa in self.resident_pages(from) {
-            // SAFETY: a resident page of our guest-RAM mapping, read only;
-            // the caller keeps writers away.
-            let bytes =
-                unsafe { std::slice::from_raw_parts((self.host_base() + gpa) as *const u64, 512) };
-            if bytes.iter().all(|&w| w == 0) && self.discard(gpa, 4096).is_ok() {
-                dropped += 1;
+        for (start, n) in self.resident_runs(gpa, len) {
+            let mut run: Option<(u64, u64)> = None;
+            let mut flush = |run: &mut Option<(u64, u64)>| {
+                if let Some((s, l)) = run.take()
+                    && self.discard(s, l).is_ok()
+                {
+                    dropped += l / 4096;
+                }
+            };
+            for page in (start..start + n).step_by(4096) {
+                if !self.is_zero_page(page) {
+                    flush(&mut run);
+                    continue;
+                }
+                match &mut run {
+                    Some((_, l)) => *l += 4096,
+                    None => run = Some((page, 4096)),
+                }
             }
+            flush(&mut run);
         }
         dropped
     }
@@ -427,6 +462,49 @@ impl GuestRam {
         runs
     }
 
+    /// Backs a checked, page-aligned range with host pages before the
+    /// guest touches it (`Call::Populate`); its bytes stay as they were.
+    /// `Err` holds the errno (`EINVAL` for a bad range, or from a host
+    /// kernel without `MADV_POPULATE_WRITE`).
+    pub fn populate(&self, gpa: u64, len: u64) -> Result<(), i32> {
+        if self.check(gpa, len).is_err() || !gpa.is_multiple_of(4096) || !len.is_multiple_of(4096) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the range lies inside our guest-RAM mapping (checked
+        // above), which `self` keeps mapped.
+        unsafe { populate_host(self.host_base() + gpa, len) }?;
+        let mut v = self.backed.lock().unwrap_or_else(|e| e.into_inner());
+        let full = v.len() >= MAX_BACKED_RUNS;
+        match v.last_mut() {
+            Some((s, l)) if *s + *l == gpa => *l += len,
+            // Bounded: past that the blocks are simply kept whole.
+            _ if full => {}
+            _ => v.push((gpa, len)),
+        }
+        Ok(())
+    }
+
+    /// Whether blocks were populated since the last [`Self::trim_backed`].
+    pub fn has_backed(&self) -> bool {
+        !self
+            .backed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Drops the all-zero pages of the blocks populated since the last
+    /// call (the guest mapped them ahead and the program never wrote
+    /// them; they read back as zero); returns how many. Only while no
+    /// guest code runs and no other thread writes that memory, as for
+    /// [`Self::discard_zero_pages`].
+    pub fn trim_backed(&self) -> u64 {
+        let runs = std::mem::take(&mut *self.backed.lock().unwrap_or_else(|e| e.into_inner()));
+        runs.into_iter()
+            .map(|(gpa, len)| self.discard_zero_runs(gpa, len))
+            .sum()
+    }
+
     /// Drops the host memory behind a checked, page-aligned range; it reads
     /// back as zeros.
     pub fn discard(&self, gpa: u64, len: u64) -> Result<(), BadRange> {
@@ -440,6 +518,35 @@ impl GuestRam {
         // see zero pages, it cannot affect any Rust object.
         let rc = unsafe { libc::madvise(addr, len as usize, libc::MADV_DONTNEED) };
         if rc == 0 { Ok(()) } else { Err(BadRange) }
+    }
+}
+
+/// Most separate runs [`GuestRam::populate`] keeps for the next trim.
+const MAX_BACKED_RUNS: usize = 4096;
+
+/// Faults `[addr, addr + len)` in as written (`MADV_POPULATE_WRITE`):
+/// host pages where there were none, no byte changed. `Err` holds the
+/// errno.
+///
+/// # Safety
+/// The range must lie inside a private anonymous mapping that stays mapped
+/// during the call (guest RAM).
+pub unsafe fn populate_host(addr: u64, len: u64) -> Result<(), i32> {
+    // SAFETY: the caller's contract; populating only allocates zero pages
+    // where none are, it changes no byte the guest or Rust sees.
+    let rc = unsafe {
+        libc::madvise(
+            addr as *mut libc::c_void,
+            len as usize,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL))
     }
 }
 
@@ -500,5 +607,26 @@ mod tests {
         // Outside guest RAM, or unaligned: nothing.
         assert!(ram.resident_runs(40 << 20, 0x1000).is_empty());
         assert!(ram.resident_runs(base + 1, 0x1000).is_empty());
+    }
+
+    #[test]
+    fn populate_backs_a_block_and_keeps_its_bytes() {
+        let ram = GuestRam::new(16 << 20).expect("guest RAM");
+        let block = 4 << 20;
+        ram.write_bytes(block + 0x3000, b"kept").expect("write");
+        assert!(!resident(&ram, block));
+        assert_eq!(ram.populate(block, 256 << 10), Ok(()));
+        assert!((0..64).all(|i| resident(&ram, block + i * 4096)));
+        assert!(!resident(&ram, block + (256 << 10)), "only the block");
+        let mut b = [9u8; 4];
+        ram.read_bytes(block + 0x3000, &mut b).expect("read");
+        assert_eq!(&b, b"kept");
+        ram.read_bytes(block, &mut b).expect("read");
+        assert_eq!(b, [0; 4]);
+        // Unaligned, or outside guest RAM: refused, nothing touched.
+        assert_eq!(ram.populate(block + 1, 4096), Err(libc::EINVAL));
+        assert_eq!(ram.populate(block, 4095), Err(libc::EINVAL));
+        assert_eq!(ram.populate(16 << 20, 4096), Err(libc::EINVAL));
+        assert_eq!(ram.populate(!0xfff, 8192), Err(libc::EINVAL));
     }
 }

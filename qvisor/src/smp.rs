@@ -434,6 +434,7 @@ fn run_loop(
                 )));
             }
             Some(Call::BootError) => return Err(VmmError::Boot(message(a[1], a[2]))),
+            Some(Call::Populate) => crate::hostcall::populate(ram, a[0], a[1]),
             _ => ENOSYS,
         };
         if first {

@@ -7,6 +7,14 @@
  *   RSS meanwhile, with no reclaim asked for. Then it checks that the
  *   memory it maps (or still maps) reads as zero, prints "zero ok".
  *
+ * free_probe ahead MIB
+ *   Maps MIB MiB with MAP_POPULATE, writes a byte pattern into every
+ *   second page, prints "mapped" and waits for a line on stdin: the test
+ *   reads the VMM's RSS meanwhile (the sandbox backs fresh memory ahead
+ *   and gives the untouched half back while the program waits). Then it
+ *   checks that the written pages kept their bytes and the others read as
+ *   zero, writes them all and prints "kept ok".
+ *
  * free_probe churn ROUNDS
  *   Allocates and frees in a loop (mmap/munmap of 1-6 MiB, malloc/free,
  *   MADV_DONTNEED of parts, brk up and down), keeping up to 8 buffers
@@ -109,6 +117,29 @@ static int hold(size_t len, const char *how)
 	check_zero(p, len);
 	memset(p, 0x5a, len);
 	puts("zero ok");
+	return 0;
+}
+
+static int ahead(size_t len)
+{
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p == MAP_FAILED)
+		fail("mmap");
+	for (size_t off = 0; off < len; off += 2 * PAGE)
+		memset(p + off, (int)(off / PAGE % 251) + 1, PAGE);
+	puts("mapped");
+	fflush(stdout);
+	wait_for_line();
+
+	for (size_t off = 0; off < len; off += PAGE) {
+		unsigned char want = off % (2 * PAGE) ? 0 : (unsigned char)(off / PAGE % 251 + 1);
+		for (size_t i = 0; i < PAGE; i++)
+			if (p[off + i] != want)
+				fail("a page changed while the program waited");
+	}
+	memset(p, 0x5a, len);
+	puts("kept ok");
 	return 0;
 }
 
@@ -233,6 +264,12 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "churn") == 0)
 		return churn(strtol(argv[2], NULL, 10));
-	fputs("usage: free_probe hold MIB munmap|dontneed|brk | churn ROUNDS\n", stderr);
+	if (argc == 3 && strcmp(argv[1], "ahead") == 0) {
+		long mib = strtol(argv[2], NULL, 10);
+		if (mib <= 0)
+			fail("MIB > 0");
+		return ahead((size_t)mib * MIB);
+	}
+	fputs("usage: free_probe hold MIB munmap|dontneed|brk | ahead MIB | churn ROUNDS\n", stderr);
 	return 2;
 }

@@ -11,11 +11,11 @@
 //! lock is never contended (lock order: `CACHE` before the allocator's
 //! own lock).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use qlib::abi::IoVec;
+use qlib::abi::{Call, IoVec};
 use qlib::bitmap_alloc::{
-    AllocError, AllocStats, BitmapAllocator, CHUNK_SIZE, ChunkSource, PageCache,
+    AllocError, AllocStats, BitmapAllocator, CACHE_BATCH, CHUNK_SIZE, ChunkSource, PageCache,
 };
 use qlib::layout::DIRECT_MAP;
 use spin::Mutex;
@@ -95,7 +95,47 @@ pub fn alloc_zeroed() -> Option<u64> {
     // One vCPU and no preemption of kernel code: a plain load and store.
     let net = FREED_NET.load(Ordering::Relaxed);
     FREED_NET.store(net.saturating_sub(1), Ordering::Relaxed);
-    Some(va as u64 - DIRECT_MAP)
+    let gpa = va as u64 - DIRECT_MAP;
+    if gpa >= BACKED_TO.load(Ordering::Relaxed) {
+        back_ahead(gpa);
+    }
+    Some(gpa)
+}
+
+/// Fresh guest RAM is backed by the host a block at a time, when the
+/// allocator first hands out a page of the block (docs/coldstart.md,
+/// "Fresh memory backed ahead"): one host call instead of a host fault
+/// inside the hypervisor's shadow fault for each page, and with the host
+/// page present the hypervisor maps the neighbouring PTEs in the same
+/// shadow fault. One cache refill (64 pages, a whole bitmap word, aligned)
+/// is a block, so at most one block's worth is backed before it is used.
+const BACK_BLOCK: u64 = (CACHE_BATCH * 4096) as u64;
+
+/// The end of the highest block backed so far. Chunks come from the pool
+/// in address order and a fresh chunk's words in order, so a page below
+/// it was backed, or reused (resident since its first use), or skipped.
+static BACKED_TO: AtomicU64 = AtomicU64::new(0);
+
+/// Set when the host cannot populate (an old kernel): no more asking.
+static BACK_OFF: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+fn back_ahead(gpa: u64) {
+    let block = gpa & !(BACK_BLOCK - 1);
+    let end = block + BACK_BLOCK;
+    // Another vCPU backing the same block (or a later one) does it.
+    if BACKED_TO.fetch_max(end, Ordering::Relaxed) >= end
+        || BACK_OFF.load(Ordering::Relaxed)
+        // A hibernated sandbox's memory stays dropped.
+        || super::swap::asleep()
+    {
+        return;
+    }
+    let args = [block, BACK_BLOCK, 0, 0, 0, 0];
+    if crate::hostcall::hint(Call::Populate, args).is_some_and(|rc| rc < 0) {
+        log::debug!("the host cannot back guest RAM ahead: not asking again");
+        BACK_OFF.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Drops one reference to a user page; the last one zeroes and frees it.

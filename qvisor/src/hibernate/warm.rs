@@ -103,16 +103,8 @@ fn populate(runs: &[(u64, u64)], stop: &AtomicBool) {
             // SAFETY: the range lies inside the guest-RAM mapping (checked
             // by `start`), which outlives this thread (`Repopulate` is
             // joined before the hibernation controller, and with it the
-            // VMM's guest RAM, goes); populating only allocates zero pages
-            // where none are, it changes no byte the guest or Rust sees.
-            let rc = unsafe {
-                libc::madvise(
-                    (addr + off) as *mut libc::c_void,
-                    n as usize,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if rc != 0 {
+            // VMM's guest RAM, goes).
+            if unsafe { crate::guest_mem::populate_host(addr + off, n) }.is_err() {
                 break;
             }
             off += n;

@@ -447,6 +447,13 @@ fn record(ram: &GuestRam, r: &mut Rng, g: &Guest, call: u64) -> (HostCall, bool)
             a[3] = if r.chance(4) { any(r) } else { 0 };
             a[4] = if r.chance(4) { gpa(r) } else { CRAFT + 0x3000 };
         }
+        Some(Call::Populate) if r.chance(2) => {
+            // Page-aligned blocks, as the guest sends, some past the end of
+            // guest RAM or over the size limit.
+            a[0] = r.below(RAM / 4096 + 64) * 4096;
+            let max = qlib::abi::POPULATE_MAX;
+            a[1] = [4096, 256 << 10, max, max + 4096][r.below(4) as usize];
+        }
         Some(Call::Reclaim | Call::SwapOut | Call::SwapIn | Call::ReapOut) => {
             (a[0], a[1]) = iovecs(ram, r, CRAFT);
             if r.chance(2) {

@@ -219,6 +219,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::WindowGone) => self.window_gone(a[0], a[1]),
             Some(Call::NetIfaces) => self.net_ifaces(a[0]),
             Some(Call::NetFile) => self.net_file(a[0], a[1], a[2]),
+            Some(Call::Populate) => populate(self.ram, a[0], a[1]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
@@ -235,7 +236,7 @@ impl<'a> HostCalls<'a> {
             None => ENOSYS,
         };
         // The guest runs on: ranges noted for this call are its own again.
-        if call != Some(Call::Reclaim) {
+        if !matches!(call, Some(Call::Reclaim | Call::Populate)) {
             self.deferred.forget();
         }
         // A hibernated guest comes back (REAP prefetch) before it runs.
@@ -410,5 +411,18 @@ impl<'a> HostCalls<'a> {
             }
         }
         total
+    }
+}
+
+/// `Call::Populate` (from any vCPU): backs a fresh block of guest RAM
+/// with host pages before the guest first touches it (docs/coldstart.md,
+/// "Fresh memory backed ahead").
+pub(crate) fn populate(ram: &GuestRam, gpa: u64, len: u64) -> i64 {
+    if len > qlib::abi::POPULATE_MAX {
+        return EINVAL;
+    }
+    match ram.populate(gpa, len) {
+        Ok(()) => 0,
+        Err(errno) => -i64::from(errno),
     }
 }

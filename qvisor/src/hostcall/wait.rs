@@ -4,6 +4,7 @@
 //! the request and makes the same call again. A waiting guest costs no CPU.
 
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 use qlib::abi::{MAX_POLL_FDS, PollFd, RET_RESTART, control};
 use qlib::layout::CONTROL_GPA;
@@ -63,6 +64,26 @@ impl HostCalls<'_> {
         }
     }
 
+    /// Drops the all-zero pages of the memory backed ahead for the guest
+    /// since the last trim (`GuestRam::trim_backed`; docs/coldstart.md,
+    /// "Fresh memory backed ahead"): pages the guest mapped ahead that the
+    /// program never wrote. vCPU 0 waits here; only when no secondary runs
+    /// guest code either, which could write a page between the check and
+    /// the drop (else they are trimmed at a later wait), and only in a
+    /// sandbox that is not hibernated: only then can no wake write the
+    /// pages back from another thread meanwhile (a wake needs a
+    /// hibernated sandbox, and a hibernation needs the guest to run).
+    fn trim_backed(&self) {
+        if !self.ram.has_backed()
+            || self.hib.holds_guest()
+            || !self.smp.is_none_or(|s| s.quiet(Duration::ZERO))
+        {
+            return;
+        }
+        let pages = self.ram.trim_backed();
+        log::debug!("dropped {pages} untouched pages of the memory backed ahead");
+    }
+
     /// Waits until one of `fds` is ready or the host monotonic clock
     /// reaches `deadline_ns` (`u64::MAX`: no deadline), or a control
     /// request arrives (`RET_RESTART`). Returns the number of ready fds.
@@ -78,10 +99,10 @@ impl HostCalls<'_> {
             events: libc::POLLIN,
             revents: 0,
         });
-        // Freed memory noted before this wait goes once it lasted a while.
-        let drop_at = self
-            .deferred
-            .pending()
+        // Freed memory noted before this wait, and the untouched part of
+        // memory backed ahead since the last such wait, go once it lasted
+        // a while.
+        let mut drop_at = (self.deferred.pending() || self.ram.has_backed())
             .then(|| monotonic_ns() + super::deferred::DEFER_NS);
         let mut paused = None;
         loop {
@@ -89,9 +110,11 @@ impl HostCalls<'_> {
             // None: no deadline.
             let timeout = (deadline_ns != u64::MAX).then(|| deadline_ns.saturating_sub(now));
             let mut poll_timeout = timeout;
-            if let Some(at) = drop_at.filter(|_| self.deferred.pending()) {
+            if let Some(at) = drop_at {
                 if now >= at {
                     self.deferred.drop_now(self.ram);
+                    self.trim_backed();
+                    drop_at = None;
                 } else if timeout.is_none_or(|t| at - now < t) {
                     poll_timeout = Some(at - now);
                 }
