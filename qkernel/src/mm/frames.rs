@@ -13,7 +13,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use qlib::abi::{Call, IoVec};
+use qlib::abi::{Call, IoVec, POPULATE_MAX};
 use qlib::bitmap_alloc::{
     AllocError, AllocStats, BitmapAllocator, CACHE_BATCH, CHUNK_SIZE, ChunkSource, PageCache,
 };
@@ -124,14 +124,20 @@ fn back_ahead(gpa: u64) {
     let block = gpa & !(BACK_BLOCK - 1);
     let end = block + BACK_BLOCK;
     // Another vCPU backing the same block (or a later one) does it.
-    if BACKED_TO.fetch_max(end, Ordering::Relaxed) >= end
-        || BACK_OFF.load(Ordering::Relaxed)
-        // A hibernated sandbox's memory stays dropped.
-        || super::swap::asleep()
-    {
+    if BACKED_TO.fetch_max(end, Ordering::Relaxed) < end {
+        back(block, BACK_BLOCK);
+    }
+}
+
+/// Asks the host to back the page-aligned guest RAM `[gpa, gpa + len)`
+/// now (at most [`POPULATE_MAX`] of it), unless it cannot or the sandbox
+/// is hibernated (its memory stays dropped). Also for the kernel heap's
+/// growth (`super::heap`).
+pub fn back(gpa: u64, len: u64) {
+    if BACK_OFF.load(Ordering::Relaxed) || super::swap::asleep() {
         return;
     }
-    let args = [block, BACK_BLOCK, 0, 0, 0, 0];
+    let args = [gpa, len.min(POPULATE_MAX), 0, 0, 0, 0];
     if crate::hostcall::hint(Call::Populate, args).is_some_and(|rc| rc < 0) {
         log::debug!("the host cannot back guest RAM ahead: not asking again");
         BACK_OFF.store(true, Ordering::Relaxed);

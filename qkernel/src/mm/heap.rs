@@ -40,6 +40,7 @@ unsafe impl GlobalAlloc for Growing {
             let by = (layout.size() + layout.align())
                 .next_multiple_of(GROW)
                 .min(room);
+            back(heap.top(), by);
             // SAFETY: the `by` bytes after the heap's top are the rest of
             // HEAP_AREA, which only this heap uses.
             unsafe { heap.extend(by) };
@@ -65,7 +66,15 @@ pub fn init() {
     unsafe {
         let start = core::ptr::addr_of_mut!(HEAP_AREA) as *mut u8;
         ALLOCATOR.0.lock().init(start, INITIAL);
+        back(start, INITIAL);
     }
+}
+
+/// Heap memory is backed by the host before the kernel first writes it,
+/// as fresh user frames are (`frames::back`): one host call instead of a
+/// host fault inside the hypervisor's shadow fault per page.
+fn back(from: *mut u8, len: usize) {
+    super::frames::back(super::kva_to_gpa(from as u64), len as u64);
 }
 
 /// Free heap blocks taken by [`grab_free_pages`]: whole pages nothing

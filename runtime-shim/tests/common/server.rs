@@ -58,21 +58,28 @@ impl Server {
     /// The rest of the first stdout line starting with `prefix`; panics
     /// (killing the group) if none comes within `timeout`.
     pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        self.try_wait_line(prefix, timeout)
+            .unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`Self::wait_line`] that says why instead of panicking (the group
+    /// is killed then too).
+    pub fn try_wait_line(&mut self, prefix: &str, timeout: Duration) -> Result<String, String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(rest) = line.strip_prefix(prefix) {
-                        return rest.to_owned();
+                        return Ok(rest.to_owned());
                     }
                 }
                 Err(e) => {
                     let status = self.kill();
-                    panic!(
+                    return Err(format!(
                         "{}: no line starting with {prefix:?} ({e:?}); {status}",
                         self.what
-                    );
+                    ));
                 }
             }
         }
