@@ -15,6 +15,8 @@ pub const ABI_VERSION: u64 = 20;
 
 /// Most extra fds one `Call::Close` closes.
 pub const MAX_CLOSE_BATCH: u64 = 64;
+/// Most page pairs one [`Call::CopyPages`] takes.
+pub const COPY_PAGES_MAX: u64 = 64;
 /// Most bytes one [`Call::Populate`] may ask for (one allocator chunk).
 pub const POPULATE_MAX: u64 = 4 << 20;
 
@@ -242,6 +244,17 @@ pub enum Call {
     /// guest stops asking). A hint: the guest does not wait on anything
     /// but the exit, and the call leaves a hibernated sandbox hibernated.
     Populate = 29,
+    /// Private copies of file-window pages: `args[0]` = GPA of an array
+    /// of `[dst, src]` pairs (`[u64; 2]`: a page of guest RAM, a page of
+    /// the file window, both page aligned), `args[1]` = its length (at
+    /// most [`COPY_PAGES_MAX`]). The VMM copies each source page into its
+    /// destination with the host kernel (a source past a shrunk file's
+    /// end is `-EFAULT`, not a crash), so the guest never reads the window
+    /// pages itself: on this hypervisor each window page the guest touches
+    /// costs a shadow-MMU fault that cannot be prefetched. Returns 0 or
+    /// `-errno` (then the destinations hold garbage: the guest copies
+    /// them itself).
+    CopyPages = 30,
     // 16..=63: files, pipes, sockets (the I/O work). 64..=95: hibernation,
     // in the order a hibernation uses them (DESIGN.md "Hibernation";
     // qvisor/src/hibernate, qkernel/src/mm/swap.rs).
@@ -333,6 +346,7 @@ impl Call {
             27 => Self::NetIfaces,
             28 => Self::NetFile,
             29 => Self::Populate,
+            30 => Self::CopyPages,
             64 => Self::HibernateBegin,
             65 => Self::SwapOut,
             66 => Self::ReapOut,

@@ -14,10 +14,12 @@
 //! into its RAM instead (`-ENOMEM`).
 //!
 //! The guest maps window pages into user page tables read-only; a write to
-//! a `MAP_PRIVATE` page is copied into guest RAM by the guest kernel. The
-//! VMM itself never reads window memory (`GuestRam` accepts window ranges
-//! only as host-I/O iovecs, where a page beyond a truncated file's end is
-//! an `EFAULT` from the host kernel, not a `SIGBUS`).
+//! a `MAP_PRIVATE` page is copied into guest RAM, by the VMM when the
+//! guest asks (`Call::CopyPages`, [`FileWindow::copy_pages`]) or by the
+//! guest kernel. The VMM itself never reads window memory (`GuestRam`
+//! accepts window ranges only as host-I/O iovecs, and copies go through a
+//! pipe, where a page beyond a truncated file's end is an `EFAULT` from the
+//! host kernel, not a `SIGBUS`).
 //!
 //! A file shrunk on the host while mapped: the guest's access to a page
 //! past its new end makes `KVM_RUN` fail with `EFAULT` (KVM has no page to
@@ -61,12 +63,17 @@ pub struct FileWindow {
     /// Window ranges (GPA, length) of shrunk files given zero pages, not
     /// yet taken by the guest (`Call::WindowGone`).
     gone: Vec<(u64, u64)>,
+    /// The pipe [`FileWindow::copy_pages`] copies through (made at its
+    /// first use).
+    pipe: Option<Probe>,
 }
 
 /// Tells whether the host can read a byte of our own memory: writing it
 /// into a pipe fails with `EFAULT` for a file page past the file's end,
 /// where a plain read would be `SIGBUS`. (Only calls the sandbox's seccomp
-/// filter allows.)
+/// filter allows.) Also copies window pages into guest RAM that way
+/// ([`FileWindow::copy_pages`]).
+#[derive(Debug)]
 struct Probe {
     r: std::os::fd::OwnedFd,
     w: std::os::fd::OwnedFd,
@@ -102,7 +109,51 @@ impl Probe {
         }
         (std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT)).then_some(false)
     }
+
+    /// Copies the pages at host addresses `srcs` to `dsts` (as many, 4 KiB
+    /// each, at most [`PIPE_PAGES`]) through the pipe: a source the host
+    /// cannot read is `EFAULT` (nothing is read back then).
+    ///
+    /// # Safety
+    /// Every destination must be a writable page of memory no Rust object
+    /// lives in (guest RAM).
+    unsafe fn copy(&self, srcs: &[libc::iovec], dsts: &[libc::iovec]) -> Result<(), i32> {
+        let want = (srcs.len() * PAGE_SIZE as usize) as isize;
+        // SAFETY: the kernel reads the source iovecs (EFAULT for a page it
+        // cannot read) into the pipe; no Rust object is accessed.
+        let n = unsafe { libc::writev(self.w.as_raw_fd(), srcs.as_ptr(), srcs.len() as i32) };
+        if n != want {
+            let err = if n < 0 {
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO)
+            } else {
+                libc::EFAULT
+            };
+            self.drain();
+            return Err(err);
+        }
+        // SAFETY: the caller's contract for the destinations.
+        let m = unsafe { libc::readv(self.r.as_raw_fd(), dsts.as_ptr(), dsts.len() as i32) };
+        if m != want {
+            self.drain();
+            return Err(libc::EIO);
+        }
+        Ok(())
+    }
+
+    /// Empties the pipe after a failed copy.
+    fn drain(&self) {
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into a valid local buffer until the non-blocking
+        // pipe is empty.
+        while unsafe { libc::read(self.r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    }
 }
+
+/// Pages one pipe round of [`FileWindow::copy_pages`] moves: a pipe's
+/// default capacity (64 KiB), so that the write never blocks.
+const PIPE_PAGES: usize = 16;
 
 /// Why a file could not be mapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +233,40 @@ impl FileWindow {
         self.used += len;
         self.files.insert(key, (off, size));
         Ok((FILE_WINDOW_GPA + off, size))
+    }
+
+    /// `Call::CopyPages`: copies each window page `src` into the guest RAM
+    /// page `dst` of `pairs` with the host kernel (through a pipe: a page
+    /// past a shrunk file's end is `EFAULT`, never a `SIGBUS` here).
+    /// `EINVAL` for a page that is not aligned or outside guest RAM or the
+    /// used window.
+    pub fn copy_pages(&mut self, ram: &GuestRam, pairs: &[[u64; 2]]) -> Result<(), i32> {
+        let mut srcs = Vec::with_capacity(pairs.len());
+        let mut dsts = Vec::with_capacity(pairs.len());
+        for &[dst, src] in pairs {
+            let in_window = src >= FILE_WINDOW_GPA
+                && src - FILE_WINDOW_GPA < self.used
+                && src.is_multiple_of(PAGE_SIZE);
+            if !in_window || !dst.is_multiple_of(PAGE_SIZE) {
+                return Err(libc::EINVAL);
+            }
+            let d = ram.host_range(dst, PAGE_SIZE).map_err(|_| libc::EINVAL)?;
+            srcs.push(libc::iovec {
+                iov_base: (ram.window_host_base() + (src - FILE_WINDOW_GPA)) as *mut libc::c_void,
+                iov_len: PAGE_SIZE as usize,
+            });
+            dsts.push(d);
+        }
+        if self.pipe.is_none() {
+            self.pipe = Probe::new();
+        }
+        let pipe = self.pipe.as_ref().ok_or(libc::EMFILE)?;
+        for (s, d) in srcs.chunks(PIPE_PAGES).zip(dsts.chunks(PIPE_PAGES)) {
+            // SAFETY: every destination is a whole page of guest RAM
+            // (`host_range` checked it), where no Rust object lives.
+            unsafe { pipe.copy(s, d) }?;
+        }
+        Ok(())
     }
 
     /// `KVM_RUN` failed with `EFAULT`: finds the mapped files that shrank
@@ -318,6 +403,53 @@ mod tests {
         assert_eq!(bytes, b"hello window");
         let (_g2, other) = temp_file(b"x");
         assert_eq!(w.map(&ram, &other), Ok((FILE_WINDOW_GPA + PAGE_SIZE, 1)));
+    }
+
+    #[test]
+    fn pages_are_copied_into_guest_ram_and_a_shrunk_file_is_efault() {
+        let ram = ram();
+        let mut w = FileWindow::default();
+        let mut bytes = vec![0u8; 20 * PAGE_SIZE as usize];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i / PAGE_SIZE as usize) as u8 + 1;
+        }
+        let (g, f) = temp_file(&bytes);
+        let (gpa, _) = w.map(&ram, &f).expect("map");
+        // 18 pages (more than one pipe round), in reverse order.
+        let pairs: Vec<[u64; 2]> = (0..18)
+            .map(|i| [(1 << 20) + i * PAGE_SIZE, gpa + (17 - i) * PAGE_SIZE])
+            .collect();
+        assert_eq!(w.copy_pages(&ram, &pairs), Ok(()));
+        for i in 0..18u64 {
+            let mut page = vec![0u8; PAGE_SIZE as usize];
+            ram.read_bytes((1 << 20) + i * PAGE_SIZE, &mut page)
+                .expect("read");
+            assert!(page.iter().all(|&b| b == 18 - i as u8), "page {i}");
+        }
+        // Unaligned, outside guest RAM or past the window's used part.
+        let bad = [
+            [(1 << 20) + 1, gpa],
+            [16 << 20, gpa],
+            [1 << 20, gpa + 1],
+            [1 << 20, gpa + 20 * PAGE_SIZE],
+            [1 << 20, 0],
+        ];
+        for pair in bad {
+            assert_eq!(w.copy_pages(&ram, &[pair]), Err(libc::EINVAL), "{pair:x?}");
+        }
+        // Shrunk on the host: the missing page is an error, not a SIGBUS,
+        // and the pipe is left empty for the next copy.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&g.0)
+            .and_then(|f| f.set_len(2 * PAGE_SIZE))
+            .expect("shrink");
+        let pairs = [[1 << 20, gpa], [(1 << 20) + PAGE_SIZE, gpa + 5 * PAGE_SIZE]];
+        assert_eq!(w.copy_pages(&ram, &pairs), Err(libc::EFAULT));
+        assert_eq!(w.copy_pages(&ram, &[[3 << 20, gpa + PAGE_SIZE]]), Ok(()));
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        ram.read_bytes(3 << 20, &mut page).expect("read");
+        assert!(page.iter().all(|&b| b == 2));
     }
 
     #[test]

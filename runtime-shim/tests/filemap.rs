@@ -145,6 +145,42 @@ fn shared_writable_file_mappings_behave_as_natively() {
     assert_eq!(&s[600..606], b"ATEXIT");
 }
 
+/// Writes into a 24-page `MAP_PRIVATE` file mapping (`filecopy`): the
+/// private copies of the file pages around each write are made by the VMM
+/// (`Call::CopyPages`, docs/coldstart.md) and read as natively, and the
+/// file stays as it was.
+#[test]
+fn private_copies_made_by_the_vmm_read_as_natively() {
+    if !require_kvm() {
+        return;
+    }
+    let dir = TempDir::new("filecopy");
+    let data = dir.path().join("pages.bin");
+    let bytes: Vec<u8> = (0..24u8)
+        .flat_map(|i| std::iter::repeat_n(i + 1, 4096))
+        .collect();
+    std::fs::write(&data, &bytes).expect("write the data file");
+    let prog = test_apps::path("filecopy");
+    let path = data.to_string_lossy().into_owned();
+    let native = run_native(&prog, &[&path], &[]);
+    assert_eq!(native.status, 0, "{native:?}");
+    let sandboxed = run_sandboxed_with(&["--stats"], &prog, &[&path], &[]);
+    assert_eq!(
+        (native.status, stdout(&native)),
+        (sandboxed.status, stdout(&sandboxed)),
+        "{sandboxed:?}"
+    );
+    let err = common::stderr(&sandboxed);
+    let copies = err
+        .lines()
+        .find_map(|l| l.split(" CopyPagesx").nth(1))
+        .and_then(|r| r.split('=').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(copies >= 2, "the VMM made no private copies: {err}");
+    assert_eq!(std::fs::read(&data).expect("read back"), bytes);
+}
+
 #[test]
 fn a_file_shrunk_while_mapped_gives_sigbus_as_natively() {
     if !require_kvm() {

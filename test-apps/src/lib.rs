@@ -91,6 +91,7 @@ pub const ALL: &[&str] = &[
     "metacache",
     // MAP_PRIVATE file pages from the page cache stay private (filemap).
     "filemap_private",
+    "filecopy",
     // Writable MAP_SHARED file mappings, native vs sandbox (filemap).
     "filemap_shared",
     // A file shrunk while mapped from the file window: SIGBUS (filemap).

@@ -6,6 +6,7 @@
 use qlib::layout::in_file_window;
 use qlib::pte::{Pte, user_flags};
 
+use super::filecopy::Copies;
 use super::frames;
 use super::pagetable::PageTables;
 use super::vma::{FileBacking, PROT_EXEC, PROT_READ, PROT_WRITE, Vma, VmaKind, VmaSet};
@@ -140,20 +141,19 @@ impl AddrSpace {
     /// Gives every present file page of `[start, end)` a private copy
     /// (writable as its VMA allows), so the kernel may write into it.
     pub fn make_private(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let mut copies = Copies::default();
         let mut flush = false;
         let mut va = start;
         while va < end {
             let pte = self.pt.get(va);
             if pte.present() && in_file_window(pte.addr()) {
                 let prot = self.vmas.find(va).map_or(0, |v| v.prot);
-                let copy = super::fault::copy_page(pte.addr()).ok_or(Errno::ENOMEM)?;
-                let leaf = self.pt.leaf(va, false).ok_or(Errno::EFAULT)?;
-                // SAFETY: `leaf` points into a live page-table page of ours.
-                unsafe { *leaf = Pte::new(copy, pte_flags(prot)).0 };
+                copies.push(&mut self.pt, va, pte.addr(), pte_flags(prot))?;
                 flush = true;
             }
             va += 4096;
         }
+        copies.finish(&mut self.pt)?;
         if flush {
             arch::flush_tlb();
         }
@@ -161,6 +161,7 @@ impl AddrSpace {
     }
 
     fn populate_inner(&mut self, start: u64, end: u64, copy: bool) -> Result<(), Errno> {
+        let mut copies = Copies::default();
         let mut va = start;
         while va < end {
             let vma = self.vmas.find(va).ok_or(Errno::EFAULT)?;
@@ -193,10 +194,11 @@ impl AddrSpace {
                 }
             } else if pte.0 == 0 && prot != 0 {
                 let new = match file {
-                    Some(gpa) if copy && prot & PROT_WRITE != 0 => Pte::new(
-                        super::fault::copy_page(gpa).ok_or(Errno::ENOMEM)?,
-                        pte_flags(prot),
-                    ),
+                    Some(gpa) if copy && prot & PROT_WRITE != 0 => {
+                        copies.push(&mut self.pt, va, gpa, pte_flags(prot))?;
+                        va += 4096;
+                        continue;
+                    }
                     Some(gpa) => Pte::new(gpa, pte_flags(prot) & !qlib::pte::WRITABLE),
                     None => Pte::new(
                         frames::alloc_zeroed().ok_or(Errno::ENOMEM)?,
@@ -208,7 +210,7 @@ impl AddrSpace {
             }
             va += 4096;
         }
-        Ok(())
+        copies.finish(&mut self.pt)
     }
 
     /// Unmaps and releases every page of `[start, end)`; returns whether a

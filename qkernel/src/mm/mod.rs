@@ -7,6 +7,7 @@
 
 pub mod addr_space;
 pub mod fault;
+pub mod filecopy;
 pub mod filemap;
 pub mod frames;
 pub mod heap;

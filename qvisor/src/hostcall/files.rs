@@ -138,6 +138,29 @@ impl HostCalls<'_> {
         }
     }
 
+    /// `CopyPages`: the guest's private copies of file-window pages, made
+    /// here (`FileWindow::copy_pages`).
+    pub(super) fn copy_pages(&mut self, list: u64, count: u64) -> i64 {
+        if count == 0 || count > qlib::abi::COPY_PAGES_MAX {
+            return -(libc::EINVAL as i64);
+        }
+        let mut raw = vec![0u8; count as usize * 16];
+        if self.ram.read_bytes(list, &mut raw).is_err() {
+            return EFAULT;
+        }
+        let pairs: Vec<[u64; 2]> = raw
+            .chunks_exact(16)
+            .map(|c| {
+                let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+                [word(&c[..8]), word(&c[8..])]
+            })
+            .collect();
+        match self.window.copy_pages(self.ram, &pairs) {
+            Ok(()) => 0,
+            Err(errno) => -i64::from(errno),
+        }
+    }
+
     /// `KVM_RUN` failed with `EFAULT`: files in the window that shrank on
     /// the host (then their pages past the new end read as zero and the
     /// guest is told, `control::WINDOW_GONE`); `false` when none did: the

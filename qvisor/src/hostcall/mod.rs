@@ -220,6 +220,7 @@ impl<'a> HostCalls<'a> {
             Some(Call::NetIfaces) => self.net_ifaces(a[0]),
             Some(Call::NetFile) => self.net_file(a[0], a[1], a[2]),
             Some(Call::Populate) => populate(self.ram, a[0], a[1]),
+            Some(Call::CopyPages) => self.copy_pages(a[0], a[1]),
             Some(
                 c @ (Call::HibernateBegin
                 | Call::SwapOut
