@@ -36,6 +36,7 @@ use spin::Mutex;
 
 use super::stat::{S_IFMT, S_IFREG, STATX_SIZE, statx_mode, statx_size};
 use crate::errno::Errno;
+use crate::mm::filemap::Mapped;
 
 /// Most cached lookups (about 300 bytes each).
 pub const MAX_ENTRIES: usize = 4096;
@@ -63,9 +64,11 @@ pub enum Hit {
     Tell,
     /// A read at the end of the file.
     Eof,
+    /// An `mmap` of an open file mapped into the file window before.
+    Map,
 }
 
-static HITS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+static HITS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
 
 fn count(h: Hit) {
     HITS[h as usize].fetch_add(1, Ordering::Relaxed);
@@ -126,6 +129,10 @@ pub struct FrozenFile {
     follow: bool,
     /// The host fd's offset, when followed and known.
     pos: Mutex<Option<u64>>,
+    /// Where the file lies in the file window, once an `mmap` asked
+    /// (`Call::MapFile`): its bytes cannot change, so the range stays the
+    /// same, and `ld.so`'s several `mmap`s of a library ask the VMM once.
+    mapped: Mutex<Option<Mapped>>,
 }
 
 impl FrozenFile {
@@ -137,7 +144,22 @@ impl FrozenFile {
             statx: Box::new(*statx),
             follow,
             pos: Mutex::new(follow.then_some(0)),
+            mapped: Mutex::new(None),
         }
+    }
+
+    /// The file's window range, if an `mmap` asked for it before.
+    pub fn mapped(&self) -> Option<Mapped> {
+        let m = *self.mapped.lock();
+        if m.is_some() {
+            count(Hit::Map);
+        }
+        m
+    }
+
+    /// Remembers the file's window range.
+    pub fn set_mapped(&self, m: Mapped) {
+        *self.mapped.lock() = Some(m);
     }
 
     /// The statx, for `fstat`.
@@ -190,11 +212,12 @@ pub fn report(line: &mut impl Write) {
     };
     let _ = write!(
         line,
-        "frozen metadata: {} stats, {} ENOENTs, {} fstats, {} lseeks, {} EOF reads answered in the guest; {entries} lookups kept",
+        "frozen metadata: {} stats, {} ENOENTs, {} fstats, {} lseeks, {} EOF reads, {} mmaps answered in the guest; {entries} lookups kept",
         n(Hit::Stat),
         n(Hit::Missing),
         n(Hit::Fstat),
         n(Hit::Tell),
         n(Hit::Eof),
+        n(Hit::Map),
     );
 }

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::errno::{Errno, SysResult};
 use crate::fs::special::Special;
-use crate::fs::{Backing, HostKind, host};
+use crate::fs::{Backing, File, HostKind, host};
 use crate::mm::addr_space::AddrSpace;
 use crate::mm::addr_space::{MMAP_MIN, MMAP_TOP};
 use crate::mm::filemap;
@@ -56,6 +56,10 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
+    // An open frozen file remembers its window range (`window_of`).
+    let frozen = source
+        .and_then(|_| p.files.get(a[4]).ok())
+        .filter(|f| f.frozen.is_some());
     // A shared mapping of a file open for writing: the pages of the
     // file's shared object (`mm::sharedfile`).
     let shared_file = match source {
@@ -93,7 +97,7 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
     // room for it (read-only, copied on write); else they are read in.
     let mapped = source
         .filter(|_| shared_file.is_none())
-        .and_then(|(fd, off)| filemap::map(fd).ok().map(|m| (m, off)));
+        .and_then(|(fd, off)| window_of(frozen.as_deref(), fd).map(|m| (m, off)));
     if let (Some(id), Some((_, off))) = (shared_file, source) {
         let kind = VmaKind::SharedFile {
             id,
@@ -134,6 +138,21 @@ pub fn mmap(p: &mut Process, a: &[u64; 6]) -> SysResult {
         }
     }
     Ok(start as usize)
+}
+
+/// Host file `fd`'s range in the file window: remembered by an open frozen
+/// file (docs/coldstart.md), else asked of the VMM at every `mmap`; `None`
+/// when the window has no room.
+fn window_of(frozen: Option<&File>, fd: i32) -> Option<filemap::Mapped> {
+    let z = frozen.and_then(|f| f.frozen.as_ref());
+    if let Some(m) = z.and_then(|z| z.mapped()) {
+        return Some(m);
+    }
+    let m = filemap::map(fd).ok()?;
+    if let Some(z) = z {
+        z.set_mapped(m);
+    }
+    Some(m)
 }
 
 /// For a file mapping: the host fd and offset to read it from, or `None`
