@@ -362,7 +362,15 @@ impl GuestRam {
 
     /// [`Self::discard_zero_pages`] for `[gpa, gpa + len)`, dropping
     /// neighbouring zero pages with one `madvise`.
+    /// Pages mapped from a file ([`Self::note_file_backed`]) are kept: a
+    /// dropped one would read the file again, not zeros.
     fn discard_zero_runs(&self, gpa: u64, len: u64) -> u64 {
+        let file_backed = self
+            .file_backed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let from_file = |g: u64| file_backed.iter().any(|&(s, l)| g >= s && g < s + l);
         let mut dropped = 0;
         for (start, n) in self.resident_runs(gpa, len) {
             let mut run: Option<(u64, u64)> = None;
@@ -374,7 +382,7 @@ impl GuestRam {
                 }
             };
             for page in (start..start + n).step_by(4096) {
-                if !self.is_zero_page(page) {
+                if from_file(page) || !self.is_zero_page(page) {
                     flush(&mut run);
                     continue;
                 }

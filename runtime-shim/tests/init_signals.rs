@@ -111,9 +111,13 @@ impl Running {
         }
     }
 
-    fn kill(&self, sig: &str) {
+    fn kill(&mut self, sig: &str) {
         let (st, err) = self.rt.run_err(&self.root.0, &["kill", &self.id, sig]);
-        assert_eq!(st, 0, "{:?} kill {sig}: {err}", self.rt);
+        if st != 0 {
+            // What `run` printed says why the container is gone.
+            let run = self.server.kill();
+            panic!("{:?} kill {sig}: status {st}: {err}; run: {run}", self.rt);
+        }
     }
 
     /// The exit status of `run` (the program's).
