@@ -38,11 +38,7 @@ fn memory_written_in_order_takes_few_faults() {
     if !require_kvm() {
         return;
     }
-    let prog = test_apps::path("seqfault");
-    let out = run_sandboxed_with(&["--stats"], &prog, &["seq"], &[]);
-    assert_eq!(out.status, 0, "{out:?}");
-    assert_eq!(stdout(&out), "in order: yes\n", "{out:?}");
-    let err = common::stderr(&out);
+    let err = seq_written_in_order();
     let faults = not_present_faults(&err);
     // The program's start takes some faults of its own (~10 for this
     // static binary); the 8 MiB about 10 more.
@@ -127,7 +123,6 @@ fn heap_slack_across_a_hibernation_reads_zero() {
     assert_eq!(rest, "regrown after the wait reads zero: yes\ndone\n");
 }
 
-/// The guest's not-present fault count from `qrun do --stats`' stderr.
 /// Fresh guest RAM is backed by the host a 256 KiB block at a time before
 /// the program touches it (`Call::Populate`, docs/coldstart.md): the 8 MiB
 /// written in order take about one call per block. A VMM that refused the
@@ -138,17 +133,8 @@ fn fresh_memory_is_backed_ahead_a_block_at_a_time() {
     if !require_kvm() {
         return;
     }
-    let prog = test_apps::path("seqfault");
-    let out = run_sandboxed_with(&["--stats"], &prog, &["seq"], &[]);
-    assert_eq!(out.status, 0, "{out:?}");
-    assert_eq!(stdout(&out), "in order: yes\n", "{out:?}");
-    let err = common::stderr(&out);
-    let calls = err
-        .lines()
-        .find_map(|l| l.split(" Populatex").nth(1))
-        .and_then(|r| r.split('=').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let err = seq_written_in_order();
+    let calls = common::host_call_count(&err, "Populate");
     // 32 blocks for the 8 MiB, a few for the program's start; each block
     // once.
     assert!(
@@ -157,6 +143,17 @@ fn fresh_memory_is_backed_ahead_a_block_at_a_time() {
     );
 }
 
+/// `seqfault seq` (8 MiB written in order) under `qrun do --stats`: its
+/// stderr, the guest's counters in it.
+fn seq_written_in_order() -> String {
+    let prog = test_apps::path("seqfault");
+    let out = run_sandboxed_with(&["--stats"], &prog, &["seq"], &[]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert_eq!(stdout(&out), "in order: yes\n", "{out:?}");
+    common::stderr(&out)
+}
+
+/// The guest's not-present fault count from `qrun do --stats`' stderr.
 fn not_present_faults(err: &str) -> u64 {
     err.lines()
         .find_map(|l| l.split("faults: not present ").nth(1))

@@ -171,12 +171,7 @@ fn private_copies_made_by_the_vmm_read_as_natively() {
         "{sandboxed:?}"
     );
     let err = common::stderr(&sandboxed);
-    let copies = err
-        .lines()
-        .find_map(|l| l.split(" CopyPagesx").nth(1))
-        .and_then(|r| r.split('=').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let copies = common::host_call_count(&err, "CopyPages");
     assert!(copies >= 2, "the VMM made no private copies: {err}");
     assert_eq!(std::fs::read(&data).expect("read back"), bytes);
 }

@@ -171,6 +171,19 @@ pub fn run_sandboxed_in(
 /// Asserts that the sandbox did exactly what the native run did, showing a
 /// line diff of whatever differs.
 #[track_caller]
+/// How many host calls of `kind` (`Populate`, `CopyPages` …) the guest
+/// made, from `qrun do --stats`' stderr ("host calls N in T us: KindxN=…",
+/// the 8 costliest kinds); 0 when the kind is not listed.
+pub fn host_call_count(stderr: &str, kind: &str) -> u64 {
+    let key = format!(" {kind}x");
+    stderr
+        .lines()
+        .find_map(|l| l.split(key.as_str()).nth(1))
+        .and_then(|r| r.split('=').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 pub fn assert_same(what: &str, native: &Outcome, sandboxed: &Outcome) {
     if let Some(msg) = differences(what, native, sandboxed) {
         panic!("{msg}");
