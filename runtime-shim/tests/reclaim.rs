@@ -39,22 +39,28 @@ fn rss_falls_to(pid: u32, want: u64) -> u64 {
     now
 }
 
+/// Test app `app` with `args` under `qrun do --stats --memory MEMORY`, its
+/// stdio piped.
+fn spawn_probe(memory: &str, app: &str, args: &[&str]) -> std::process::Child {
+    Command::new(common::qrun())
+        .args(["do", "--stats", "--memory", memory, "--"])
+        .arg(test_apps::path(app))
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qrun")
+}
+
 /// `free_probe hold 64 HOW` in a sandbox: the RSS must fall by >= 56 MiB
 /// after the free while the program waits, with no signal sent.
 fn freed_memory_leaves_while_running(how: &str) {
     if !common::require_kvm() {
         return;
     }
-    let mut child = Command::new(common::qrun())
-        .args(["do", "--stats", "--memory", "256M", "--"])
-        .arg(test_apps::path("free_probe"))
-        .args(["hold", "64", how])
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qrun");
+    let mut child = spawn_probe("256M", "free_probe", &["hold", "64", how]);
     let pid = child.id();
     let mut stdin = child.stdin.take().expect("stdin");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
@@ -138,16 +144,7 @@ fn memory_backed_ahead_and_never_written_leaves_while_waiting() {
     if !common::require_kvm() {
         return;
     }
-    let mut child = Command::new(common::qrun())
-        .args(["do", "--memory", "256M", "--"])
-        .arg(test_apps::path("free_probe"))
-        .args(["ahead", "64"])
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qrun");
+    let mut child = spawn_probe("256M", "free_probe", &["ahead", "64"]);
     let pid = child.id();
     let mut stdin = child.stdin.take().expect("stdin");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
@@ -207,17 +204,7 @@ fn sigusr1_reclaims_on_request() {
     if !common::require_kvm() {
         return;
     }
-    let prog = test_apps::path("reclaim_probe");
-    let mut child = Command::new(common::qrun())
-        .args(["do", "--stats", "--memory", "512M", "--"])
-        .arg(&prog)
-        .arg("128")
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qrun");
+    let mut child = spawn_probe("512M", "reclaim_probe", &["128"]);
     let pid = child.id();
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
