@@ -194,12 +194,20 @@ fn prepare(
     Ok((plan, kvm))
 }
 
-/// Blocks until `start` opens the exec fifo, then hands it a byte.
+/// Blocks until `start` opens the exec fifo, then hands it a byte and
+/// removes the fifo, before the program can run: the fifo's presence is
+/// what says "created" (`Container::status`). `start` removed it only
+/// after reading the byte, so under load a program already running could
+/// be taken for one not started, and `kill TERM` then ended its sandbox
+/// with SIGKILL (`init_signals.rs`: 137 instead of 42 or 143, 1 run in 80).
+/// Where the sandbox may not remove it, `start` still does, as before.
 fn wait_for_start(state: &Path) -> std::io::Result<()> {
-    let mut fifo = std::fs::OpenOptions::new()
-        .write(true)
-        .open(state.join("exec.fifo"))?;
-    fifo.write_all(b"0")
+    let path = state.join("exec.fifo");
+    let mut fifo = std::fs::OpenOptions::new().write(true).open(&path)?;
+    fifo.write_all(b"0")?;
+    // Quietly: this process's stderr is the program's from here on.
+    let _ = std::fs::remove_file(&path);
+    Ok(())
 }
 
 fn run(plan: &Plan, state: &Path, kvm: std::fs::File, debug: bool) -> i32 {
