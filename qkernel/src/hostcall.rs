@@ -88,15 +88,7 @@ pub fn call_once(c: Call, args: [u64; 6]) -> i64 {
 /// freed memory handed back (a secondary vCPU's calls, and vCPU 0's in
 /// the middle of handing a task to one: `task::offload`).
 pub fn call_bare(c: Call, args: [u64; 6]) -> i64 {
-    let mut rec = arch::percpu::this().record.lock();
-    rec.call = c as u64;
-    rec.args = args;
-    rec.ret = 0;
-    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
-    // SAFETY: as in `raw_call`.
-    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
-    // SAFETY: `ret` was written by the VMM behind the compiler's back.
-    unsafe { core::ptr::read_volatile(&rec.ret) }
+    ring(&mut arch::percpu::this().record.lock(), c, args)
 }
 
 /// A hint to the VMM (`Call::Populate`), safe from any kernel context
@@ -106,16 +98,10 @@ pub fn call_bare(c: Call, args: [u64; 6]) -> i64 {
 /// dropped: nothing waits on it).
 pub fn hint(c: Call, args: [u64; 6]) -> Option<i64> {
     let mut rec = arch::percpu::this().record.try_lock()?;
-    rec.call = c as u64;
-    rec.args = args;
-    rec.ret = 0;
-    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
     let st = crate::stats::start();
-    // SAFETY: as in `raw_call`.
-    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    let ret = ring(&mut rec, c, args);
     crate::stats::host_call(c, st);
-    // SAFETY: `ret` was written by the VMM behind the compiler's back.
-    Some(unsafe { core::ptr::read_volatile(&rec.ret) })
+    Some(ret)
 }
 
 fn raw_call(c: Call, args: [u64; 6]) -> i64 {
@@ -128,20 +114,28 @@ fn raw_call(c: Call, args: [u64; 6]) -> i64 {
     // This vCPU's record: the lock is only ever taken by this vCPU (it
     // guards against a nested call), never waited for by another.
     let mut rec = arch::percpu::this().record.lock();
-    rec.call = c as u64;
-    rec.args = args;
-    rec.ret = 0;
-    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
     let t0 = if blocking { arch::rdtsc() } else { 0 };
     let st = crate::stats::start();
-    // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
-    // and writes `ret` before the vCPU resumes, while we hold the lock.
-    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
+    let ret = ring(&mut rec, c, args);
     crate::stats::host_call(c, st);
     crate::mm::swap::after_call(c);
     if blocking {
         crate::syscalls::cputime::add_blocked(arch::rdtsc().wrapping_sub(t0));
     }
+    ret
+}
+
+/// Fills this vCPU's locked host-call record and rings the doorbell;
+/// returns what the VMM wrote back.
+fn ring(rec: &mut HostCall, c: Call, args: [u64; 6]) -> i64 {
+    rec.call = c as u64;
+    rec.args = args;
+    rec.ret = 0;
+    let gpa = kva_to_gpa(&*rec as *const HostCall as u64);
+    // SAFETY: the record is a live kernel static at `gpa`; the VMM reads it
+    // and writes `ret` before the vCPU resumes, while the caller holds its
+    // lock.
+    unsafe { arch::outl(HOSTCALL_PORT, gpa as u32) };
     // SAFETY: `ret` was written by the VMM behind the compiler's back.
     unsafe { core::ptr::read_volatile(&rec.ret) }
 }
