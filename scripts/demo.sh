@@ -82,7 +82,10 @@ printf '%-44s %-34s %8.1f ms   PSS %s\n' "kill SIGCONT (wake, REAP prefetch)" "s
 req "request after the wake" /verify
 echo
 q kill "$ID" SIGSTOP
-echo "hibernated PSS by mapping (the 5 largest):"
+# The guest drops its kernel pages once it waits again, a moment after the
+# commit (the rows above read the PSS after a `qrun state`).
+sleep 0.2
+echo "hibernated PSS by mapping (the 5 largest; all: $(pss)):"
 awk '/^[0-9a-f]+-/ {name=$6} /^Pss:/ {pss[name]+=$2} END {for (n in pss) printf "  %6.0f KiB  %s\n", pss[n], n}' "/proc/$PID/smaps" | sort -rn | head -5
 status() { q state "$ID" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
 # The function installs no SIGTERM handler: as a container's pid 1 (init
