@@ -365,12 +365,7 @@ impl GuestRam {
     /// Pages mapped from a file ([`Self::note_file_backed`]) are kept: a
     /// dropped one would read the file again, not zeros.
     fn discard_zero_runs(&self, gpa: u64, len: u64) -> u64 {
-        let file_backed = self
-            .file_backed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let from_file = |g: u64| file_backed.iter().any(|&(s, l)| g >= s && g < s + l);
+        let from_file = self.file_backed_test();
         let mut dropped = 0;
         for (start, n) in self.resident_runs(gpa, len) {
             let mut run: Option<(u64, u64)> = None;
@@ -396,6 +391,17 @@ impl GuestRam {
         dropped
     }
 
+    /// Whether a page lies in a range mapped from a file, as the ranges
+    /// are now ([`Self::note_file_backed`]).
+    fn file_backed_test(&self) -> impl Fn(u64) -> bool {
+        let ranges = self
+            .file_backed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        move |g| ranges.iter().any(|&(s, l)| g >= s && g < s + l)
+    }
+
     /// Notes that `[gpa, gpa + len)` is now mapped from a file.
     pub fn note_file_backed(&self, gpa: u64, len: u64) {
         let mut v = self.file_backed.lock().unwrap_or_else(|e| e.into_inner());
@@ -408,13 +414,9 @@ impl GuestRam {
     /// reading or parking those would bring them into this process or
     /// make private copies of them.
     pub fn resident_pages(&self, from: u64) -> Vec<u64> {
-        let file_backed = self
-            .file_backed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let from_file = self.file_backed_test();
         let mut out = self.resident_pages_all(from);
-        out.retain(|&g| !file_backed.iter().any(|&(s, l)| g >= s && g < s + l));
+        out.retain(|&g| !from_file(g));
         out
     }
 
